@@ -1,0 +1,27 @@
+# Quick start: `make demo` then `make test`. Both create .venv and install the pinned set first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+DEMO   ?= smoke-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: install demo test clean
+
+install: $(VENV)/.installed
+
+# torch first, on its own: pinned so pip takes the local CPU build instead of a multi-GB CUDA one.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
+	touch $@
+
+demo: install
+	WANDB_MODE=offline $(BIN)/ratiotune search studies/smoke.yaml --storage results --name $(DEMO)
+	$(BIN)/ratiotune best results/$(DEMO)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) results

@@ -1,0 +1,5 @@
+import sys
+
+from ratiotune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,132 @@
+"""Load the two agents and their tokenizer: a hub id, a local directory or a builtin model.
+
+Builtin models are random-init Qwen2 networks with a character-level tokenizer built
+in code, so tests, the demo and benchmarks need no network. The length-ratio reward
+needs no language skill (only *when to stop*), so a random model learns it.
+"""
+
+from __future__ import annotations
+
+import copy
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+# Printable ASCII plus newline: every character our prompt files use.
+CHARACTERS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
+
+
+@dataclass(frozen=True)
+class BuiltinShape:
+    """Qwen2 dimensions of a builtin model. vocab_size None = the character vocabulary."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int | None = None
+
+
+BUILTIN_MODELS = {
+    # The tests' and smoke study's model: seconds per epoch on one CPU core.
+    "builtin:tiny": BuiltinShape(64, 128, 2, 4, 2),
+    # Qwen's 151,936-token vocabulary on a small body: the update's cost as on the real model.
+    "builtin:qwen-vocab": BuiltinShape(64, 128, 2, 4, 2, vocab_size=151_936),
+    # The real Qwen2.5-0.5B dimensions, random weights: GPU memory and speed without a download.
+    "builtin:qwen2.5-0.5b-shape": BuiltinShape(896, 4864, 24, 14, 2, vocab_size=151_936),
+}
+
+
+def char_tokenizer(vocab_size: int | None = None) -> PreTrainedTokenizerFast:
+    """A character-level tokenizer: one token per character, pad/eos/unk specials.
+
+    With vocab_size larger than the character set, the extra ids become special
+    filler tokens so that any id a model samples decodes (to nothing).
+    """
+    vocab = {token: i for i, token in enumerate([PAD, EOS, UNK, *CHARACTERS])}
+    specials = [PAD, EOS, UNK]
+    if vocab_size is not None:
+        for i in range(len(vocab), vocab_size):
+            vocab[f"<x{i}>"] = i
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("(?m)."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token=PAD,
+        eos_token=EOS,
+        unk_token=UNK,
+        clean_up_tokenization_spaces=False,
+    )
+    if vocab_size is not None and vocab_size > len(specials) + len(CHARACTERS):
+        tokenizer.add_special_tokens(
+            {"additional_special_tokens": [f"<x{i}>" for i in range(len(specials) + len(CHARACTERS), vocab_size)]}
+        )
+    return tokenizer
+
+
+def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
+    shape = BUILTIN_MODELS[name]
+    config = Qwen2Config(
+        vocab_size=shape.vocab_size or len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads,
+        num_key_value_heads=shape.num_key_value_heads,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+    # Fork so building a model never moves the caller's global RNG stream.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Qwen2ForCausalLM(config)
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """'auto' is float32 on CPU (bf16 matmuls are slow there) and bfloat16 on GPU."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+
+
+def looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
+
+
+def load_agents(
+    name: str, *, seed: int = 0, dtype: str = "auto", device: str = "cpu"
+) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:
+    """Two separate agent instances with identical starting weights, and one tokenizer.
+
+    A hub id and a local directory take the same path (from_pretrained); only the
+    builtin names are built in code.
+    """
+    torch_dtype = resolve_dtype(dtype, device)
+    if name in BUILTIN_MODELS:
+        tokenizer = char_tokenizer(BUILTIN_MODELS[name].vocab_size)
+        first = builtin_model(name, tokenizer, seed).to(torch_dtype)
+        agents = [first, copy.deepcopy(first)]
+    else:
+        source = str(Path(name).expanduser()) if looks_like_path(name) else name
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        agents = [AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype) for _ in range(2)]
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return agents, tokenizer

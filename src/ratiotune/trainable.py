@@ -1,0 +1,127 @@
+"""One trial: build two agents and a trainer, then train epoch by epoch, reporting metrics.
+
+`Trial` holds the training loop's pieces and is shared by every command that trains
+(search trials, `train`, `retrain`), so there is one training code path. `tune_trainable`
+is the Ray Tune function trainable and the one place that calls tune.report /
+tune.get_checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers.utils import logging as hf_logging
+
+from ratiotune.magrpo import build_trainer
+from ratiotune.models import load_agents
+from ratiotune.study import Study
+from ratiotune.task import batch_metrics, load_prompts
+
+# Per-checkpoint "Writing model shards" bars would flood the trial logs.
+hf_logging.disable_progress_bar()
+
+# Offset so the eval protocol's sampling stream never coincides with training's.
+EVAL_SEED_OFFSET = 1_000_003
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trial:
+    """Everything one configuration needs to train, evaluate and checkpoint."""
+
+    def __init__(self, study: Study, config: dict[str, Any], *, seed: int | None = None):
+        self.study = study
+        self.hyperparameters = study.hyperparameters(config)
+        self.seed = study.train.seed if seed is None else seed
+        self.epoch = 0
+        seed_everything(self.seed)
+        agents, tokenizer = load_agents(study.model.name, seed=self.seed, dtype=study.model.dtype)
+        self.eval_prompts = load_prompts(study.task.eval_prompts)
+        self.trainer = build_trainer(
+            agents,
+            tokenizer,
+            load_prompts(study.task.train_prompts),
+            hyperparameters=self.hyperparameters,
+            train=study.train,
+            task=study.task,
+            epochs=study.train.epochs,
+        )
+
+    def run_epoch(self) -> dict[str, float]:
+        """Train one epoch, evaluate, and return the epoch's metrics (namespaced)."""
+        tokens_before = self.trainer.generated_tokens
+        start = time.perf_counter()
+        self.trainer.run_epoch()
+        train_seconds = time.perf_counter() - start
+        tokens = self.trainer.generated_tokens - tokens_before
+        task = self.study.task
+        metrics = {
+            f"train/{k}": v
+            for k, v in batch_metrics(self.trainer.reward_func.take_groups(), task.target_min, task.target_max).items()
+        }
+        start = time.perf_counter()
+        metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+        self.epoch += 1
+        metrics.update(
+            {
+                "epoch": self.epoch,
+                "system/epoch_seconds": train_seconds,
+                "system/eval_seconds": time.perf_counter() - start,
+                "system/tokens_per_second": tokens / train_seconds if train_seconds > 0 else 0.0,
+            }
+        )
+        return metrics
+
+    def evaluate(self, samples_per_prompt: int | None = None, prompts: list[str] | None = None) -> dict[str, float]:
+        """The fixed eval protocol: the same seeded number of answer pairs per held-out prompt.
+
+        Independent of num_generations, so trials that differ in it compare fairly; the
+        RNG is forked so evaluating never changes the training stream.
+        """
+        n = samples_per_prompt or self.study.task.eval_samples_per_prompt
+        max_new_tokens = self.hyperparameters["max_new_tokens"]
+        groups = []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed + EVAL_SEED_OFFSET)
+            for prompt in prompts or self.eval_prompts:
+                first = self.trainer.sample_answers(prompt, 0, n, max_new_tokens)
+                second = self.trainer.sample_answers(prompt, 1, n, max_new_tokens)
+                groups.append(list(zip(first, second)))
+        return batch_metrics(groups, self.study.task.target_min, self.study.task.target_max)
+
+    def save(self, directory: Path, metrics: dict[str, Any] | None = None) -> None:
+        """agent_0/, agent_1/ (HF format), trainer_state/ (resume) and meta.json (plain facts)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.trainer.save_state(directory, self.epoch)
+        meta = {"epoch": self.epoch, "hyperparameters": self.hyperparameters, "metrics": metrics or {}}
+        (directory / "meta.json").write_text(json.dumps(meta, indent=2))
+
+    def restore(self, directory: Path) -> None:
+        self.epoch = self.trainer.load_state(directory)
+
+
+def tune_trainable(config: dict[str, Any], study: Study) -> None:
+    """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
+    from ray import tune
+
+    trial = Trial(study, config)
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as directory:
+            trial.restore(Path(directory))
+    while trial.epoch < study.train.epochs:
+        metrics = trial.run_epoch()
+        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
+            trial.save(Path(tmp), metrics)
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
