@@ -1,0 +1,41 @@
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from ratiotune.models import char_tokenizer, load_agents
+
+
+def test_char_tokenizer_round_trips_text():
+    tokenizer = char_tokenizer()
+    text = "Tell a joke about dinosaurs:\n 42!"
+    ids = tokenizer(text).input_ids
+    assert len(ids) == len(text)
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.decode([*ids, tokenizer.eos_token_id, tokenizer.pad_token_id], skip_special_tokens=True) == text
+
+
+def test_builtin_tiny_is_deterministic_and_gives_two_separate_agents():
+    (a0, a1), _ = load_agents("builtin:tiny", seed=3)
+    (b0, _), _ = load_agents("builtin:tiny", seed=3)
+    (c0, _), _ = load_agents("builtin:tiny", seed=4)
+    assert a0 is not a1
+    assert all(torch.equal(p, q) for p, q in zip(a0.parameters(), a1.parameters()))  # same start, like two hub loads
+    assert all(torch.equal(p, q) for p, q in zip(a0.parameters(), b0.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(a0.parameters(), c0.parameters()))
+    with torch.no_grad():
+        next(a0.parameters()).add_(1.0)
+    assert not torch.equal(next(a0.parameters()), next(a1.parameters()))  # no shared storage
+
+
+def test_local_directory_loads_through_the_hub_code_path(tmp_path):
+    """A saved tiny model loads with from_pretrained, exactly as a hub id would."""
+    (agent, _), tokenizer = load_agents("builtin:tiny", seed=1)
+    agent.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    agents, loaded_tokenizer = load_agents(str(tmp_path / "tiny"), dtype="float32")
+    assert (loaded_tokenizer.pad_token, loaded_tokenizer.eos_token) == ("<pad>", "<eos>")
+    assert loaded_tokenizer.decode(loaded_tokenizer("abc:").input_ids) == "abc:"
+    for loaded in agents:
+        assert all(torch.equal(p, q) for p, q in zip(agent.parameters(), loaded.parameters()))
+    # And plain transformers reads the same folder.
+    AutoModelForCausalLM.from_pretrained(tmp_path / "tiny")
+    AutoTokenizer.from_pretrained(tmp_path / "tiny")
