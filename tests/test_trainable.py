@@ -1,0 +1,63 @@
+"""The training code path shared by every trial: metrics, checkpoints, restore."""
+
+import torch
+
+from ratiotune.study import validate_study
+from ratiotune.trainable import Trial
+
+
+def optimizer_tensors(trial: Trial) -> list[torch.Tensor]:
+    return [
+        value
+        for optimizer in trial.trainer.optimizers
+        for state in optimizer.state_dict()["state"].values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    ]
+
+
+def test_trial_trains_and_restores_at_the_next_epoch(tiny_study, tmp_path):
+    study = validate_study(tiny_study)
+    trial = Trial(study, {"learning_rate": 1e-3})
+    start = [p.detach().clone() for p in trial.trainer.agents[0].parameters()]
+    metrics = trial.run_epoch()
+    assert metrics["epoch"] == 1
+    for name in ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction"):
+        assert 0.0 <= metrics[name] <= 1.0, name
+    assert metrics["system/tokens_per_second"] > 0
+    changed = any(not torch.equal(a, b) for a, b in zip(start, trial.trainer.agents[0].parameters()))
+    assert changed, "one epoch must update agent 0"
+
+    trial.save(tmp_path / "ckpt", metrics)
+    assert {p.name for p in (tmp_path / "ckpt").iterdir()} >= {"agent_0", "agent_1", "trainer_state", "meta.json"}
+
+    saved_optimizer = [t.clone() for t in optimizer_tensors(trial)]
+    # The uninterrupted run's second epoch, for comparison with the restored one.
+    reference = trial.run_epoch()
+
+    restored = Trial(study, {"learning_rate": 1e-3})
+    restored.restore(tmp_path / "ckpt")
+    assert restored.epoch == 1
+    loaded_optimizer = optimizer_tensors(restored)
+    assert saved_optimizer and len(saved_optimizer) == len(loaded_optimizer)
+    assert all(torch.equal(a, b) for a, b in zip(saved_optimizer, loaded_optimizer))
+
+    # Weights, optimizer and RNG are restored, so the continued epoch matches exactly.
+    continued = restored.run_epoch()
+    assert continued["epoch"] == 2
+    assert continued["train/mean_reward"] == reference["train/mean_reward"]
+    for live, loaded in zip(trial.trainer.agents[0].parameters(), restored.trainer.agents[0].parameters()):
+        assert torch.equal(live, loaded)
+
+
+def test_eval_protocol_is_fixed_and_independent_of_num_generations(tiny_study):
+    """Same seeds, different num_generations: identical eval metrics before training."""
+    study = validate_study(tiny_study)
+    two = Trial(study, {"num_generations": 2}).evaluate()
+    four = Trial(study, {"num_generations": 4}).evaluate()
+    assert two == four
+    # Evaluating does not move the training RNG stream.
+    trial = Trial(study, {})
+    before = torch.get_rng_state()
+    trial.evaluate()
+    assert torch.equal(before, torch.get_rng_state())
