@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ratiotune.results import STUDY_FILE, Experiment, load_experiment
-from ratiotune.study import SEARCHABLE, Study, StudyError, load_study
+from ratiotune.study import SEARCHABLE, StudyError, load_study
 
 EXIT_USAGE = 2
 
@@ -131,17 +131,13 @@ def cmd_best(args: argparse.Namespace) -> int:
     if not ranked:
         raise StudyError(f"{experiment.directory}: no trial reported {metric} yet")
     best = ranked[0]
-    fragment = {"train": best_train_values(study, best.config)}
+    # The trial's four hyperparameters as fixed `train:` values a study file accepts.
+    fragment = {"train": study.hyperparameters(best.config)}
     print(f"# best trial: {best.name}")
     print(f"# {metric} ({mode}): {best.best(metric, mode):.4f} after {best.epochs} epochs")
     print(f"# checkpoint: {best.best_checkpoint(metric, mode)}")
     print(yaml.safe_dump(fragment, sort_keys=False), end="")
     return 0
-
-
-def best_train_values(study: Study, config: dict) -> dict:
-    """The trial's four hyperparameters as fixed `train:` values a study file accepts."""
-    return study.hyperparameters(config)
 
 
 if __name__ == "__main__":
