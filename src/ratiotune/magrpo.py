@@ -70,16 +70,46 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         self._drain_ready_buffers([i for i, buffer in enumerate(self.rollout_buffers) if buffer])
 
     @torch.no_grad()
-    def sample_answers(self, prompt: str, agent_idx: int, n: int, max_new_tokens: int) -> list[str]:
-        """n sampled answers of one agent to one prompt, with the training sampling settings."""
-        output = super()._generate_completions(
-            self.agents[agent_idx],
-            [{"prompt": prompt}],
-            agent_idx=agent_idx,
-            num_return_sequences=n,
-            max_new_tokens=max_new_tokens,
-        )
-        return list(output["completions"][0])
+    def sample_answers(self, prompts: list[str], agent_idx: int, n: int, max_new_tokens: int) -> list[list[str]]:
+        """n sampled answers of one agent to each prompt, with the training sampling settings.
+
+        One left-padded generate() call for all prompts: comlrl generates one prompt at a
+        time, which on small models costs ~prompts x the per-step overhead.
+        """
+        agent = self.agents[agent_idx]
+        tokenizer = self.tokenizers[agent_idx]
+        device = next(agent.parameters()).device
+        side, tokenizer.padding_side = tokenizer.padding_side, "left"
+        try:
+            batch = tokenizer(prompts, return_tensors="pt", padding=True).to(device)
+        finally:
+            tokenizer.padding_side = side
+        was_training = agent.training
+        agent.eval()
+        try:
+            sequences = agent.generate(
+                **batch,
+                do_sample=True,
+                temperature=self.args.temperature,
+                top_p=self.args.top_p,
+                top_k=self.args.top_k,
+                max_new_tokens=max_new_tokens,
+                num_return_sequences=n,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        finally:
+            agent.train(was_training)
+        completions = sequences[:, batch.input_ids.shape[1] :]
+        texts = [self._decode_answer(tokenizer, tokens) for tokens in completions]
+        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    @staticmethod
+    def _decode_answer(tokenizer: Any, tokens: torch.Tensor) -> str:
+        """Text up to the first pad/eos, as comlrl decodes training completions."""
+        stops = {tokenizer.pad_token_id, tokenizer.eos_token_id}
+        end = next((i for i, t in enumerate(tokens.tolist()) if t in stops), len(tokens))
+        return tokenizer.decode(tokens[:end], skip_special_tokens=True)
 
     def save_state(self, directory: Path, epoch: int) -> None:
         """Both agents (HF format + tokenizer) and the resumable trainer state.

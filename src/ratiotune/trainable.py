@@ -91,13 +91,13 @@ class Trial:
         """
         n = samples_per_prompt or self.study.task.eval_samples_per_prompt
         max_new_tokens = self.hyperparameters["max_new_tokens"]
-        groups = []
-        with torch.random.fork_rng(devices=[]):
+        prompts = prompts or self.eval_prompts
+        # Fork every visible GPU's stream too (Ray limits them to the trial's own).
+        with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
             torch.manual_seed(self.seed + EVAL_SEED_OFFSET)
-            for prompt in prompts or self.eval_prompts:
-                first = self.trainer.sample_answers(prompt, 0, n, max_new_tokens)
-                second = self.trainer.sample_answers(prompt, 1, n, max_new_tokens)
-                groups.append(list(zip(first, second)))
+            first = self.trainer.sample_answers(prompts, 0, n, max_new_tokens)
+            second = self.trainer.sample_answers(prompts, 1, n, max_new_tokens)
+        groups = [list(zip(a, b)) for a, b in zip(first, second)]
         return batch_metrics(groups, self.study.task.target_min, self.study.task.target_max)
 
     def save(self, directory: Path, metrics: dict[str, Any] | None = None) -> None:
