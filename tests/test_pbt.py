@@ -29,7 +29,7 @@ def pbt_study(prompt_dir, **scheduler) -> dict:
 
 def test_restore_from_another_trials_checkpoint_applies_this_trials_config(tiny_study, tmp_path):
     """What a PBT exploit does inside the trainable: the donor's state, this trial's config."""
-    study = validate_study(tiny_study)
+    study = validate_study({**tiny_study, "train": {**tiny_study["train"], "epochs": 4}})
     donor = Trial(study, {"learning_rate": 1e-3})
     # Saved every epoch, as in a search; exploits copy a trial's latest, not its first, checkpoint.
     for epoch in (1, 2):
