@@ -9,6 +9,7 @@ number of generated tokens, so this module drives the trainer's own epoch body
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,13 @@ from ratiotune.task import LengthRatioReward
 
 # The comlrl release whose internals this module was written and tested against.
 COMLRL_VERSION = "1.4.3"
+
+# Searchable hyperparameters that are MAGRPOConfig fields (reward_scale is the reward processor's).
+CONFIG_FIELDS = {
+    "learning_rate": "agent_learning_rate",
+    "num_generations": "num_generations",
+    "max_new_tokens": "max_new_tokens",
+}
 
 
 class RecordingReward:
@@ -119,11 +127,40 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         """
         self._checkpoint_progress = {"kind": "magrpo", "epoch": int(epoch)}
         self.save_checkpoint(str(directory / "trainer_state"))
+        # save_pretrained stamps `architectures` and `dtype` into the live config of a
+        # model built in code (builtin:*). comlrl fingerprints that config in every
+        # checkpoint, so every checkpoint after the first would stop matching a freshly
+        # built trainer ("model or generation configuration does not match"). Undo it.
+        stamped = [(agent.config.architectures, agent.config.dtype) for agent in self.agents]
         self.save_model(str(directory))
+        for agent, (architectures, dtype) in zip(self.agents, stamped):
+            agent.config.architectures, agent.config.dtype = architectures, dtype
 
-    def load_state(self, directory: Path) -> int:
-        """Restore agents, optimizers and RNG; returns the number of completed epochs."""
-        progress = self.load_checkpoint(str(directory / "trainer_state"))
+    def load_state(self, directory: Path, saved_hyperparameters: dict[str, Any] | None = None) -> int:
+        """Restore agents, optimizers and RNG; returns the number of completed epochs.
+
+        The checkpoint may come from a trial with other hyperparameters (a PBT exploit
+        copies a better trial's checkpoint into a trial whose config was just mutated).
+        comlrl refuses a checkpoint whose saved MAGRPOConfig differs from `self.args`, so
+        load it under the saved values, then put this trial's values back. Only the
+        searchable fields may differ; anything else still has to match. Values read at
+        construction only (num_generations, max_new_tokens, reward_scale) already come
+        from this trial's config; the learning rate lives in the optimizers too, and
+        load_state_dict just restored the saved one, so set ours in every param group.
+        """
+        current = self.args
+        if saved_hyperparameters:
+            saved = {field: saved_hyperparameters[name] for name, field in CONFIG_FIELDS.items()}
+            self.args = copy.copy(current)  # a plain copy: no __post_init__ re-normalisation
+            for field, value in saved.items():
+                setattr(self.args, field, value)
+        try:
+            progress = self.load_checkpoint(str(directory / "trainer_state"))
+        finally:
+            self.args = current
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = current.agent_learning_rate
         return int(progress.get("epoch", 0))
 
 

@@ -6,11 +6,12 @@ Nothing here trains; it only wires a validated Study into Ray Tune's pieces.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError
+from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError, continuous_params
 
 # The trial table Ray prints while a study runs.
 PROGRESS_METRICS = ["epoch", "eval/in_range_fraction", "eval/mean_reward"]
@@ -51,6 +52,22 @@ def make_searcher(study: Study):
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
+    if study.search.scheduler.type == "pbt":
+        # PBT samples its own population from the space (Ray refuses a searcher next to it).
+        from ray.tune.search import BasicVariantGenerator
+
+        unused = {
+            "sampler": "the population is drawn at random from the space",
+            "max_concurrent_trials": "the whole population is started and shares the resources",
+        }
+        for field, why in unused.items():
+            if field in study.search.model_fields_set:
+                value = getattr(study.search, field)
+                print(f"ratiotune: note: search.{field} ({value}) is not used with scheduler.type pbt; {why}", file=sys.stderr)
+        # No concurrency limit: the whole population must exist from the start (a limited
+        # generator would create trials 3 and 4 only after 1 and 2 finished); Ray
+        # time-shares the CPUs/GPUs among the population instead.
+        return BasicVariantGenerator(random_state=study.train.seed)
     if not study.search.space:
         return None  # nothing to search: num_samples repeats of the fixed config
     seed = study.train.seed
@@ -68,6 +85,8 @@ def make_scheduler(study: Study):
     spec = study.search.scheduler
     if spec.type == "fifo":
         return FIFOScheduler()
+    if spec.type == "pbt":
+        return make_pbt(study)
     # ASHA stops weak trials early; OptunaSearch then records their early score as final,
     # which is fair only for metrics that grow with training (the README says so).
     return ASHAScheduler(
@@ -75,6 +94,69 @@ def make_scheduler(study: Study):
         max_t=study.train.epochs,
         grace_period=min(spec.grace_period, study.train.epochs),
         reduction_factor=spec.reduction_factor,
+    )
+
+
+def make_pbt(study: Study):
+    """Population-based training over the continuous searched parameters.
+
+    synch=True: the population is ranked only once every trial has reached the same
+    epoch, so trials are compared at equal training time (with more trials than slots,
+    asynchronous PBT compares a trial against others' scores from other epochs) and
+    the bottom quantile surely exploits at every interval.
+    """
+    import random
+
+    import numpy as np
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    spec = study.search.scheduler
+    space = study.search.space
+    mutations = {name: tune_domain(space[name]) for name in continuous_params(space)}
+
+    def keep_in_space(config: dict[str, Any]) -> dict[str, Any]:
+        # Ray multiplies by 0.8 / 1.2 without bounds; the study's range is a promise.
+        for name in mutations:
+            config[name] = min(max(config[name], space[name].low), space[name].high)
+        return config
+
+    # PopulationBasedTraining takes no seed: it explores with the driver's global
+    # `random` (perturbation choices) and numpy (resampling) generators.
+    random.seed(study.train.seed)
+    np.random.seed(study.train.seed)
+    return PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=spec.perturbation_interval,
+        hyperparam_mutations=mutations,
+        quantile_fraction=spec.quantile_fraction,
+        resample_probability=spec.resample_probability,
+        custom_explore_fn=keep_in_space,
+        synch=True,
+    )
+
+
+def checkpoint_config(study: Study):
+    """Kept checkpoints: the best num_to_keep by the study metric, except under PBT.
+
+    A PBT exploit hands the exploiting trial a reference to the donor's *latest*
+    checkpoint, read only when the exploiter restarts. Ray keeps the latest
+    checkpoint but may delete the one before it as soon as the donor reports again
+    if it is not among the donor's best by score; and every pause registers the
+    latest checkpoint once more. Until the exploiter restarts (before the next sync
+    point) the donor registers at most perturbation_interval epochs + 2 pause saves,
+    so keep the newest perturbation_interval + 3.
+    """
+    from ray import tune
+
+    search = study.search
+    if search.scheduler.type == "pbt":
+        return tune.CheckpointConfig(
+            num_to_keep=max(study.checkpoint.num_to_keep, search.scheduler.perturbation_interval + 3)
+        )
+    return tune.CheckpointConfig(
+        num_to_keep=study.checkpoint.num_to_keep,
+        checkpoint_score_attribute=search.metric,
+        checkpoint_score_order=search.mode,
     )
 
 
@@ -120,22 +202,25 @@ def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None 
     run_config = tune.RunConfig(
         name=experiment_dir.name,
         storage_path=str(experiment_dir.parent),
-        checkpoint_config=tune.CheckpointConfig(
-            num_to_keep=study.checkpoint.num_to_keep,
-            checkpoint_score_attribute=search.metric,
-            checkpoint_score_order=search.mode,
-        ),
+        checkpoint_config=checkpoint_config(study),
+        # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
+        stop={"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None,
         callbacks=callbacks,
         progress_reporter=progress_reporter(study),
         verbose=1,
     )
+    pbt = search.scheduler.type == "pbt"
     tune_config = tune.TuneConfig(
         metric=search.metric,
         mode=search.mode,
         num_samples=search.num_samples,
-        max_concurrent_trials=search.max_concurrent_trials,
+        # Under pbt the resources alone limit how many of the population run at once.
+        max_concurrent_trials=None if pbt else search.max_concurrent_trials,
         search_alg=make_searcher(study),
         scheduler=make_scheduler(study),
+        # PBT pauses and restarts trials at every perturbation: reusing the worker process
+        # saves a Python + torch start each time (the function trainable is simply rerun).
+        reuse_actors=pbt,
         trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
     )
     return tune.Tuner(trainable, param_space=param_space(study), tune_config=tune_config, run_config=run_config)

@@ -127,9 +127,20 @@ class ParamSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    type: Literal["fifo", "asha"] = "asha"
+    type: Literal["fifo", "asha", "pbt"] = "asha"
     grace_period: int = Field(2, ge=1, description="ASHA: epochs every trial runs before it can be stopped.")
     reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep the top 1/reduction_factor at each rung.")
+    perturbation_interval: int = Field(
+        2, ge=1, description="PBT: epochs between two exploit/explore steps (must be < train.epochs)."
+    )
+    quantile_fraction: float = Field(
+        0.25, gt=0, le=0.5,
+        description="PBT: the bottom fraction of the population copies a trial of the top fraction at each step.",
+    )
+    resample_probability: float = Field(
+        0.25, ge=0, le=1,
+        description="PBT: chance that an explored value is redrawn from the space instead of multiplied by 0.8 or 1.2.",
+    )
 
 
 class SearchSpec(Strict):
@@ -153,7 +164,20 @@ class SearchSpec(Strict):
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"space: {name!r} cannot be searched{hint}; allowed: {', '.join(SEARCHABLE)}")
             _check_space_value(name, spec)
+        if self.scheduler.type == "pbt":
+            if not continuous_params(self.space):
+                raise ValueError(
+                    "scheduler.type 'pbt' mutates continuous parameters during training; the space has none "
+                    "(add e.g. learning_rate: {type: loguniform, low: 1.0e-4, high: 1.0e-2})"
+                )
+            if self.num_samples < 2:
+                raise ValueError(f"scheduler.type 'pbt' needs a population: num_samples must be >= 2; got {self.num_samples}")
         return self
+
+
+def continuous_params(space: dict[str, "ParamSpec"]) -> list[str]:
+    """The searched parameters PBT mutates mid-run (uniform / loguniform ones)."""
+    return [name for name, spec in space.items() if spec.type in ("uniform", "loguniform")]
 
 
 def _check_space_value(name: str, spec: ParamSpec) -> None:
@@ -188,6 +212,16 @@ class Study(Strict):
     search: SearchSpec = SearchSpec()
     resources: ResourcesSpec = ResourcesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
+
+    @model_validator(mode="after")
+    def _check_pbt(self) -> "Study":
+        interval = self.search.scheduler.perturbation_interval
+        if self.search.scheduler.type == "pbt" and interval >= self.train.epochs:
+            raise ValueError(
+                f"search.scheduler.perturbation_interval ({interval}) must be < train.epochs ({self.train.epochs}), "
+                "or no trial is ever perturbed"
+            )
+        return self
 
     def hyperparameters(self, config: dict[str, Any]) -> dict[str, Any]:
         """The four searchable values for one trial: the trial's config over the study's fixed ones."""

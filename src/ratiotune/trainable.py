@@ -79,6 +79,8 @@ class Trial:
                 "system/epoch_seconds": train_seconds,
                 "system/eval_seconds": time.perf_counter() - start,
                 "system/tokens_per_second": tokens / train_seconds if train_seconds > 0 else 0.0,
+                # What the optimizer actually used: under PBT it follows the mutated config.
+                "system/optimizer_lr": self.trainer.optimizers[0].param_groups[0]["lr"],
             }
         )
         return metrics
@@ -108,7 +110,9 @@ class Trial:
         (directory / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def restore(self, directory: Path) -> None:
-        self.epoch = self.trainer.load_state(directory)
+        """Continue from a checkpoint, possibly another trial's (PBT): this trial's config wins."""
+        saved = json.loads((directory / "meta.json").read_text())["hyperparameters"]
+        self.epoch = self.trainer.load_state(directory, saved_hyperparameters=saved)
 
 
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
