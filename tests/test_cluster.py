@@ -180,7 +180,7 @@ def _pack_driver() -> None:
     def light(config):
         start = time.time()
         gpu_ids = ",".join(str(i) for i in ray.get_gpu_ids())
-        time.sleep(4)  # long enough that four trials started one by one would not overlap by chance
+        time.sleep(8)  # long enough that four trials started one by one would not overlap by chance
         tune.report({"start": start, "end": time.time(), "gpu_ids": gpu_ids,
                      "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")})
 
