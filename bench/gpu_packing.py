@@ -144,12 +144,12 @@ def main() -> None:
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     if args.dry_run:
-        ray.init(num_cpus=os.cpu_count() or 2, num_gpus=1, include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", num_cpus=os.cpu_count() or 2, num_gpus=1, include_dashboard=False, logging_level="WARNING")
         gpu = "one logical GPU (dry run: agents on CPU, memory column = host peak RSS)"
     else:
         if not torch.cuda.is_available():
             sys.exit("gpu_packing: no CUDA device here; run with --dry-run to check the bench on CPU")
-        ray.init(include_dashboard=False, logging_level="WARNING")
+        ray.init(address="local", include_dashboard=False, logging_level="WARNING")
         props = torch.cuda.get_device_properties(0)
         gpu = f"{props.name}, {props.total_memory / GIB:.0f} GiB"
     print(f"{args.model}, {args.epochs} epochs x {args.prompts} prompts, num_generations {args.num_generations}, "

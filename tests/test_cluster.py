@@ -187,7 +187,7 @@ def _pack_driver() -> None:
         tune.report({"start": start, "end": time.time(), "gpu_ids": gpu_ids,
                      "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")})
 
-    ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, logging_level="WARNING")
     tuner = tune.Tuner(
         tune.with_resources(light, {"cpu": 0.5, "gpu": 0.25}),
         param_space={"i": tune.grid_search([0, 1, 2, 3])},

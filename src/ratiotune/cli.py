@@ -111,7 +111,8 @@ def start_ray(address: str | None = None) -> None:
     # Ray's classic trial table lets us choose its columns (params + headline metrics).
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     if address is None:
-        ray.init(include_dashboard=False, configure_logging=True, logging_level="WARNING")
+        # "local": a fresh Ray of our own, never a cluster that happens to run on this machine.
+        ray.init(address="local", include_dashboard=False, configure_logging=True, logging_level="WARNING")
         return
     try:
         ray.init(address=address, configure_logging=True, logging_level="WARNING")
