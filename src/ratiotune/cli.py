@@ -35,8 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="run a study: an Optuna search over Ray Tune trials")
     search.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
-    search.add_argument("--storage", default="results", help="folder the experiment goes under (default: results/)")
+    search.add_argument(
+        "--storage", default="results",
+        help="folder the experiment goes under (default: results/); on several nodes a shared path or a URI (s3://bucket/dir)",
+    )
     search.add_argument("--name", help="experiment name (default: the study's name)")
+    add_address_flag(search)
     add_set_flag(search)
     add_wandb_flags(search)
     search.set_defaults(func=cmd_search)
@@ -54,6 +58,14 @@ def add_set_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_address_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--address", metavar="ADDR",
+        help="join an existing Ray cluster (auto, or host:port of its head) instead of starting a local Ray; "
+        "a head from `ray start --head` also needs RAY_AUTH_MODE=token in this environment",
+    )
+
+
 def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wandb", action="store_true", help="log every trial to W&B (honours WANDB_MODE, WANDB_DIR)")
     parser.add_argument("--wandb-project", help="W&B project (default: ratiotune)")
@@ -66,28 +78,64 @@ def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_search(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
     study = load_study(args.study, overrides)
-    experiment_dir = Path(args.storage).expanduser().resolve() / study.name
-    if experiment_dir.exists():
+    from ratiotune import memory, search, storage
+
+    experiment_dir = storage.experiment_location(args.storage, study.name)
+    if storage.exists(experiment_dir):
         raise StudyError(f"{experiment_dir} already exists; pass another --name (experiments are never overwritten)")
 
-    from ratiotune import search
-
-    search.check_resources(study, search.local_gpu_count())
-    experiment_dir.mkdir(parents=True)
-    (experiment_dir / STUDY_FILE).write_text(study.to_yaml())
+    start_ray(args.address)
+    # The cluster's nodes, not this machine's: a trial must fit on one node.
+    search.check_resources(study, search.largest_node_gpus())
+    report, _ = memory.launch_report(study)
+    print(report, flush=True)
+    storage.write_text(experiment_dir, STUDY_FILE, study.to_yaml())
     wandb = search.WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
-    start_ray()
-    search.build_tuner(study, experiment_dir, wandb).fit()
-    print_summary(load_experiment(experiment_dir))
+    grid = search.build_tuner(study, experiment_dir, wandb).fit()
+    if storage.is_uri(experiment_dir):
+        print_remote_summary(experiment_dir, grid, study)
+    else:
+        print_summary(load_experiment(experiment_dir))
     return 0
 
 
-def start_ray() -> None:
+def start_ray(address: str | None = None) -> None:
+    """Start a local Ray, or join the cluster at `address` ("auto" or host:port of its head).
+
+    Shared by every command that runs trials (search, resume, ...). A head started with
+    `ray start --head` uses token authentication: joining it needs RAY_AUTH_MODE=token
+    in the environment (the token is read from ~/.ray/auth_token or RAY_AUTH_TOKEN).
+    """
     import ray
 
     # Ray's classic trial table lets us choose its columns (params + headline metrics).
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(include_dashboard=False, configure_logging=True, logging_level="WARNING")
+    if address is None:
+        # "local": a fresh Ray of our own, never a cluster that happens to run on this machine.
+        ray.init(address="local", include_dashboard=False, configure_logging=True, logging_level="WARNING")
+        return
+    try:
+        ray.init(address=address, configure_logging=True, logging_level="WARNING")
+    except (ConnectionError, RuntimeError) as exc:
+        raise StudyError(
+            f"--address {address}: cannot join the Ray cluster ({exc}). Is `ray start --head` running there? "
+            "A head started that way needs RAY_AUTH_MODE=token in this environment."
+        ) from None
+    nodes = [node for node in ray.nodes() if node["Alive"]]
+    print(f"joined Ray cluster at {address}: {len(nodes)} node(s), {ray.cluster_resources()}", flush=True)
+
+
+def print_remote_summary(location: str, grid, study: Study) -> None:
+    """For an experiment on a URI: `best` and friends read a local copy, so print what Ray returned."""
+    metric, mode = study.search.metric, study.search.mode
+    print(f"\nexperiment: {location}  ({len(grid)} trials)")
+    try:
+        best = grid.get_best_result(metric, mode, scope="all")
+    except RuntimeError:
+        print(f"no trial reported {metric}")
+        return
+    print(f"best {metric}: {best.metrics.get(metric)}  config: {best.config}")
+    print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) for `ratiotune best`")
 
 
 def print_summary(experiment: Experiment, top: int = 5) -> None:

@@ -170,15 +170,26 @@ def check_resources(study: Study, available_gpus: float) -> None:
         )
 
 
+def largest_node_gpus() -> float:
+    """GPUs on the largest alive node of the connected Ray cluster: a trial must fit on one node."""
+    import ray
+
+    return max((node["Resources"].get("GPU", 0.0) for node in ray.nodes() if node["Alive"]), default=0.0)
+
+
 def local_gpu_count() -> int:
     import torch
 
     return torch.cuda.device_count()
 
 
-def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None = None):
-    """The Tuner for `study`, writing into experiment_dir (= storage_path / name)."""
+def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None):
+    """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI)."""
     from ray import tune
+
+    from ratiotune.storage import split_location
+
+    storage_path, name = split_location(experiment_dir)
 
     from ratiotune.trainable import tune_trainable
 
@@ -195,16 +206,18 @@ def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None 
             WandbLoggerCallback(
                 project=wandb.project or "ratiotune",
                 entity=wandb.entity,
-                group=experiment_dir.name,
+                group=name,
                 dir=os.environ.get("WANDB_DIR"),
             )
         )
     run_config = tune.RunConfig(
-        name=experiment_dir.name,
-        storage_path=str(experiment_dir.parent),
+        name=name,
+        storage_path=storage_path,
         checkpoint_config=checkpoint_config(study),
         # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
         stop={"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None,
+        # A trial whose node dies (or that crashes) restarts from its latest checkpoint.
+        failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,
         progress_reporter=progress_reporter(study),
         verbose=1,

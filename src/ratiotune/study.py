@@ -148,6 +148,9 @@ class SearchSpec(Strict):
     mode: Literal["max", "min"] = "max"
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
     max_concurrent_trials: int = Field(2, ge=1)
+    max_failures: int = Field(
+        2, ge=0, description="Times a failed trial (e.g. its node died) is restarted from its latest checkpoint."
+    )
     sampler: Literal["tpe", "random", "qmc"] = "tpe"
     scheduler: SchedulerSpec = SchedulerSpec()
     space: dict[str, ParamSpec] = Field(default_factory=dict)
@@ -197,7 +200,17 @@ def _check_space_value(name: str, spec: ParamSpec) -> None:
 
 class ResourcesSpec(Strict):
     cpu: float = Field(1.0, gt=0, description="CPUs per trial.")
-    gpu: float = Field(0.0, ge=0, description="GPUs per trial; fractional packs several trials on one GPU.")
+    gpu: float = Field(
+        0.0, ge=0,
+        description="GPUs per trial: 0 = CPU; a fraction (0.25) packs 1/gpu trials on one GPU; 1; or 2 = one GPU per agent.",
+    )
+
+    @model_validator(mode="after")
+    def _check_gpu(self) -> "ResourcesSpec":
+        # Ray takes fractions only below 1, and two agents cannot use more than two GPUs.
+        if not (self.gpu <= 1 or self.gpu == 2):
+            raise ValueError(f"gpu: {self.gpu:g} is not allowed; use 0, a fraction up to 1 (e.g. 0.25), 1, or 2 (one GPU per agent)")
+        return self
 
 
 class CheckpointSpec(Strict):

@@ -40,13 +40,17 @@ def seed_everything(seed: int) -> None:
 class Trial:
     """Everything one configuration needs to train, evaluate and checkpoint."""
 
-    def __init__(self, study: Study, config: dict[str, Any], *, seed: int | None = None):
+    def __init__(
+        self, study: Study, config: dict[str, Any], *, seed: int | None = None, devices: list[str] | None = None
+    ):
         self.study = study
         self.hyperparameters = study.hyperparameters(config)
         self.seed = study.train.seed if seed is None else seed
         self.epoch = 0
         seed_everything(self.seed)
-        agents, tokenizer = load_agents(study.model.name, seed=self.seed, dtype=study.model.dtype)
+        # devices: agent 0's and agent 1's (see placement.choose_devices); CPU unless told.
+        self.devices = devices or ["cpu", "cpu"]
+        agents, tokenizer = load_agents(study.model.name, seed=self.seed, dtype=study.model.dtype, device=self.devices[0])
         self.eval_prompts = load_prompts(study.task.eval_prompts)
         self.trainer = build_trainer(
             agents,
@@ -56,6 +60,7 @@ class Trial:
             train=study.train,
             task=study.task,
             epochs=study.train.epochs,
+            devices=self.devices,
         )
 
     def run_epoch(self) -> dict[str, float]:
@@ -94,8 +99,9 @@ class Trial:
         n = samples_per_prompt or self.study.task.eval_samples_per_prompt
         max_new_tokens = self.hyperparameters["max_new_tokens"]
         prompts = prompts or self.eval_prompts
-        # Fork every visible GPU's stream too (Ray limits them to the trial's own).
-        with torch.random.fork_rng(devices=list(range(torch.cuda.device_count()))):
+        # Fork the CUDA generators too when on GPU, or eval sampling would move training's stream.
+        cuda_indices = sorted({torch.device(d).index or 0 for d in self.devices if d.startswith("cuda")})
+        with torch.random.fork_rng(devices=cuda_indices):
             torch.manual_seed(self.seed + EVAL_SEED_OFFSET)
             first = self.trainer.sample_answers(prompts, 0, n, max_new_tokens)
             second = self.trainer.sample_answers(prompts, 1, n, max_new_tokens)
@@ -119,7 +125,10 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
     from ray import tune
 
-    trial = Trial(study, config)
+    from ratiotune.placement import trial_devices
+
+    # Before anything heavy: a trial given GPUs on a node without CUDA fails here, at once.
+    trial = Trial(study, config, devices=trial_devices())
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:

@@ -1,0 +1,176 @@
+"""How many trials to pack on one GPU: 1, 2, 4 and 8 concurrent trials, side by side.
+
+Each packing N runs N identical trials at resources.gpu = 1/N through Ray Tune, with the
+package's own training code path (trainable.Trial on the GPU Ray assigned), and prints:
+trials per GPU, median epoch time per trial, trials per GPU-hour (from the packing's wall
+time, model building and eval included) and peak GPU memory per trial (torch's
+max_memory_allocated / max_memory_reserved inside each trial; the CUDA context, ~0.5 GiB,
+comes on top). The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
+and vocabulary with random weights and the character tokenizer, so nothing is downloaded.
+
+    python bench/gpu_packing.py               # on a GPU machine (sized for < 8 min on one H200)
+    python bench/gpu_packing.py --dry-run     # anywhere: builtin:tiny on CPU, one logical GPU
+
+--dry-run checks the bench itself and Ray's packing (the trials ask for GPU fractions of a
+logical GPU and must run at once) without CUDA; its times and memory say nothing about GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ratiotune.memory import GIB, study_estimate
+from ratiotune.study import Study, validate_study
+
+PROMPTS = [
+    "Tell a joke about dinosaurs:",
+    "Invent a new type of fruit:",
+    "Design a playground on Mars:",
+    "Describe a village on the back of a whale:",
+]
+
+
+def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path) -> Study:
+    prompt_dir.mkdir(parents=True, exist_ok=True)
+    (prompt_dir / "train.txt").write_text("\n".join(PROMPTS[: args.prompts]) + "\n")
+    (prompt_dir / "eval.txt").write_text(PROMPTS[-1] + "\n")
+    cpus = os.cpu_count() or 2
+    return validate_study(
+        {
+            "name": f"pack{packing}",
+            "model": {"name": args.model},
+            "task": {"train_prompts": str(prompt_dir / "train.txt"), "eval_prompts": str(prompt_dir / "eval.txt"),
+                     "eval_samples_per_prompt": 2},
+            "train": {"epochs": args.epochs, "num_generations": args.num_generations,
+                      "max_new_tokens": args.max_new_tokens, "learning_rate": 1e-5},
+            "search": {"num_samples": packing, "max_concurrent_trials": packing, "scheduler": {"type": "fifo"},
+                       "max_failures": 0},
+            # Ray packs 1/gpu trials per GPU; the CPUs are split so CPU never limits the packing.
+            "resources": {"cpu": min(1.0, cpus / packing) if args.dry_run else max(1, cpus // packing), "gpu": 1 / packing},
+        }
+    )
+
+
+def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
+    """One packed trial: the package's Trial on Ray's GPU, timing each epoch and recording peak memory."""
+    import torch
+    from ray import tune
+
+    from ratiotune.placement import trial_devices
+    from ratiotune.trainable import Trial
+
+    # Dry run: Ray still assigns a share of a logical GPU; the agents stay on CPU.
+    devices = ["cpu", "cpu"] if dry_run else trial_devices()
+    start = time.time()
+    trial = Trial(study, config, seed=config["seed"], devices=devices)
+    while trial.epoch < study.train.epochs:
+        metrics = trial.run_epoch()
+        if devices[0].startswith("cuda"):
+            allocated, reserved = torch.cuda.max_memory_allocated() / GIB, torch.cuda.max_memory_reserved() / GIB
+        else:  # host peak RSS (kB on Linux), only so the dry run's column is not empty
+            allocated = reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        tune.report({"epoch": trial.epoch, "epoch_seconds": metrics["system/epoch_seconds"],
+                     "eval_seconds": metrics["system/eval_seconds"], "peak_allocated_gib": allocated,
+                     "peak_reserved_gib": reserved, "start": start, "end": time.time()})
+
+
+def run_packing(args: argparse.Namespace, packing: int, workdir: Path) -> dict:
+    from ray import tune
+
+    study = bench_study(args, packing, workdir / f"prompts{packing}")
+    trainable = tune.with_resources(
+        tune.with_parameters(bench_trainable, study=study, dry_run=args.dry_run),
+        {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
+    )
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"seed": tune.grid_search(list(range(packing)))},
+        tune_config=tune.TuneConfig(max_concurrent_trials=packing),
+        run_config=tune.RunConfig(name=study.name, storage_path=str(workdir / "ray"), verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
+    grid = tuner.fit()
+    if grid.errors:
+        raise SystemExit(f"packing {packing}: {len(grid.errors)} trial(s) failed: {grid.errors[0]}")
+    frames = [r.metrics_dataframe for r in grid]
+    # Skip each trial's first epoch (CUDA kernels warm up) when there is a later one.
+    later = [f[f["epoch"] > 1] if len(f) > 1 else f for f in frames]
+    starts, ends = [f["start"].iloc[0] for f in frames], [f["end"].iloc[-1] for f in frames]
+    wall = max(ends) - min(starts)
+    return {
+        "packing": packing,
+        "at_once": max_overlap(list(zip(starts, ends))),
+        "epoch_s": statistics.median(s for f in later for s in f["epoch_seconds"]),
+        "trials_per_gpu_hour": packing * 3600 / wall,
+        "wall_s": wall,
+        "allocated_gib": max(f["peak_allocated_gib"].max() for f in frames),
+        "reserved_gib": max(f["peak_reserved_gib"].max() for f in frames),
+        "estimate_gib": study_estimate(study)[0].total / GIB,
+    }
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    running = best = 0
+    for _, step in events:
+        running += step
+        best = max(best, running)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="builtin:tiny on CPU with one logical GPU: checks the bench, not the GPU")
+    parser.add_argument("--packings", default="1,2,4,8", help="trials per GPU to compare (default: 1,2,4,8)")
+    parser.add_argument("--model", help="default: builtin:qwen2.5-0.5b-shape (builtin:tiny with --dry-run)")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs per trial; the first is not timed when there are more")
+    parser.add_argument("--prompts", type=int, default=2, choices=range(1, len(PROMPTS)), help="training prompts per epoch")
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    args = parser.parse_args()
+    args.model = args.model or ("builtin:tiny" if args.dry_run else "builtin:qwen2.5-0.5b-shape")
+    packings = [int(p) for p in args.packings.split(",")]
+
+    import ray
+    import torch
+
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    if args.dry_run:
+        ray.init(address="local", num_cpus=os.cpu_count() or 2, num_gpus=1, include_dashboard=False, logging_level="WARNING")
+        gpu = "one logical GPU (dry run: agents on CPU, memory column = host peak RSS)"
+    else:
+        if not torch.cuda.is_available():
+            sys.exit("gpu_packing: no CUDA device here; run with --dry-run to check the bench on CPU")
+        ray.init(address="local", include_dashboard=False, logging_level="WARNING")
+        props = torch.cuda.get_device_properties(0)
+        gpu = f"{props.name}, {props.total_memory / GIB:.0f} GiB"
+    print(f"{args.model}, {args.epochs} epochs x {args.prompts} prompts, num_generations {args.num_generations}, "
+          f"max_new_tokens {args.max_new_tokens}, on {gpu}", flush=True)
+
+    began = time.time()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gpu-packing-") as tmp:
+        for packing in packings:
+            rows.append(run_packing(args, packing, Path(tmp)))
+            print(f"  packing {packing} done ({rows[-1]['wall_s']:.0f} s)", flush=True)
+    base = rows[0]["trials_per_gpu_hour"]
+    print("\n| trials/GPU | ran at once | epoch s/trial (median) | trials/GPU-hour | vs 1st row | "
+          "peak alloc GiB/trial | peak reserved GiB/trial | estimate GiB/trial |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['packing']} | {r['at_once']} | {r['epoch_s']:.1f} | {r['trials_per_gpu_hour']:.0f} | "
+              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | {r['estimate_gib']:.2f} |")
+    print(f"\ntotal {time.time() - began:.0f} s")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""A per-trial memory estimate, from the model's shape alone (pure arithmetic, no torch).
+
+Used at launch to say how many trials fit on one GPU. It is a rule of thumb meant to be
+on the safe side, not a measurement: bench/gpu_packing.py measures the real peak.
+
+What one trial holds (two agents, comlrl's MAGRPO):
+- per agent: weights, gradients and AdamW's two moments. torch's AdamW creates its
+  moments with zeros_like(param), so they have the weights' dtype (2 bytes each in bf16).
+- the update: comlrl runs one forward per completion and sums the losses before one
+  backward, so the activations of all num_generations sequences are alive at once, plus
+  their full-vocabulary logits (weight dtype) and the fp32 log-softmax taken from them.
+- generation: the KV cache of num_generations sequences of prompt + max_new_tokens, and
+  the sampler's sort over the vocabulary (fp32 values + int64 indices per sequence).
+- with CUDA, the context of the trial's process (each trial is its own process).
+Generation and update do not overlap, and the agents update one after the other (on
+one device), so the peak is the states of both agents plus the larger of the two phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# Values a Qwen2 decoder layer saves for backward per token, in units of hidden (H) and
+# intermediate (I) size: norms, q/k/v/o inputs and outputs, residuals (~8 H) and the
+# MLP's gate, up, activation and product (4 I). Attention runs through SDPA, which keeps
+# no seq x seq matrix.
+SAVED_PER_TOKEN_H, SAVED_PER_TOKEN_I = 8, 4
+# What a CUDA context and the caching allocator's slack take per process, measured
+# roughly on recent GPUs; only counted when the trial runs on a GPU.
+CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    tie_word_embeddings: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def parameters(self) -> int:
+        """Qwen2's parameter count (q/k/v have biases, o_proj and the MLP have none)."""
+        h, i, kv = self.hidden_size, self.intermediate_size, self.num_key_value_heads * self.head_dim
+        attention = (h * h + h) + 2 * (h * kv + kv) + h * h
+        layer = attention + 3 * h * i + 2 * h
+        embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return embeddings + self.num_hidden_layers * layer + h
+
+
+@dataclass(frozen=True)
+class Estimate:
+    parameters: int  # per agent
+    weights: int  # bytes, both agents
+    gradients: int
+    optimizer: int
+    update_activations: int  # one agent's update (they run one after the other)
+    generation: int  # both agents' caches
+    cuda_context: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + max(self.update_activations, self.generation) + self.cuda_context
+
+    def describe(self) -> str:
+        g = lambda n: f"{n / GIB:.2f}"  # noqa: E731
+        return (
+            f"weights {g(self.weights)} + gradients {g(self.gradients)} + AdamW {g(self.optimizer)} GiB, "
+            f"then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
+            + (f" + CUDA context {g(self.cuda_context)} GiB" if self.cuda_context else "")
+            + f" = {g(self.total)} GiB"
+        )
+
+
+def estimate(
+    shape: ModelShape,
+    *,
+    dtype: str,
+    num_generations: int,
+    max_new_tokens: int,
+    prompt_tokens: int,
+    on_gpu: bool,
+) -> Estimate:
+    """Bytes one trial (two agents) needs at its peak; `dtype` is the resolved weight dtype."""
+    size = DTYPE_BYTES[dtype]
+    params = shape.parameters()
+    tokens = num_generations * (prompt_tokens + max_new_tokens)
+    per_token_layer = SAVED_PER_TOKEN_H * shape.hidden_size + SAVED_PER_TOKEN_I * shape.intermediate_size
+    activations = tokens * shape.num_hidden_layers * per_token_layer * size
+    logits = tokens * shape.vocab_size * (size + 4)
+    kv_cache = 2 * shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * tokens * size
+    sampler = num_generations * shape.vocab_size * (4 + 8)
+    return Estimate(
+        parameters=params,
+        weights=2 * params * size,
+        gradients=2 * params * size,
+        optimizer=2 * 2 * params * size,
+        update_activations=activations + logits,
+        generation=2 * (kv_cache + sampler),
+        cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
+    )
+
+
+def trials_per_gpu(gpu: float) -> int:
+    """How many trials Ray packs on one GPU for `resources.gpu` (0 < gpu <= 1)."""
+    return int(1 / gpu + 1e-9) if gpu > 0 else 0
+
+
+def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_name: str = "") -> tuple[str, bool]:
+    """A line about the chosen packing and whether it overflows the GPU (True = warn)."""
+    if gpu == 0:
+        return f"packing: resources.gpu=0 -> trials run on CPU ({per_trial.total / GIB:.2f} GiB of host memory each)", False
+    if gpu >= 2:
+        # One agent per GPU: each GPU holds half of everything but the whole CUDA context.
+        per_gpu = (per_trial.total - per_trial.cuda_context) / 2 + per_trial.cuda_context
+        line, need = f"packing: resources.gpu={gpu:g} -> one agent per GPU, ~{per_gpu / GIB:.2f} GiB on each", per_gpu
+    else:
+        n = trials_per_gpu(gpu)
+        need = n * per_trial.total
+        line = f"packing: resources.gpu={gpu:g} -> {n} trial(s) per GPU x {per_trial.total / GIB:.2f} GiB = {need / GIB:.2f} GiB"
+    if gpu_memory is None:
+        return line + " (no CUDA device visible to this process: not compared with GPU memory)", False
+    line += f" of {gpu_memory / GIB:.1f} GiB on {gpu_name or 'GPU 0'}"
+    if need > gpu_memory:
+        return line + "\nwarning: that exceeds the GPU's memory; raise resources.gpu (fewer trials per GPU) or shrink num_generations / max_new_tokens", True
+    return line, False
+
+
+# --------------------------------------------------------------------------- at launch
+
+
+def study_shape(model_name: str) -> ModelShape:
+    """The shape of a study's model: builtin shapes are known; others come from their config.json."""
+    from ratiotune.models import BUILTIN_MODELS, CHARACTERS, looks_like_path
+
+    if model_name in BUILTIN_MODELS:
+        s = BUILTIN_MODELS[model_name]
+        vocab = s.vocab_size or 3 + len(CHARACTERS)  # pad/eos/unk + the characters
+        return ModelShape(vocab, s.hidden_size, s.intermediate_size, s.num_hidden_layers, s.num_attention_heads, s.num_key_value_heads)
+    from pathlib import Path
+
+    from transformers import AutoConfig
+
+    source = str(Path(model_name).expanduser()) if looks_like_path(model_name) else model_name
+    c = AutoConfig.from_pretrained(source)
+    return ModelShape(
+        c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+        getattr(c, "num_key_value_heads", None) or c.num_attention_heads, bool(getattr(c, "tie_word_embeddings", False)),
+    )
+
+
+def study_estimate(study) -> tuple[Estimate, str]:
+    """The estimate for the study's most demanding trial (largest num_generations and max_new_tokens in the space)."""
+    from ratiotune.task import load_prompts
+
+    def largest(name: str) -> int:
+        spec = study.search.space.get(name)
+        return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
+
+    on_gpu = study.resources.gpu > 0
+    dtype = study.model.dtype if study.model.dtype != "auto" else ("bfloat16" if on_gpu else "float32")
+    generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
+    # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
+    prompt_tokens = max(len(p) for p in load_prompts(study.task.train_prompts))
+    shape = study_shape(study.model.name)
+    result = estimate(
+        shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens, on_gpu=on_gpu
+    )
+    header = (
+        f"memory estimate per trial ({study.model.name}, {dtype}, {result.parameters / 1e6:.1f}M parameters per agent, "
+        f"num_generations {generations}, max_new_tokens {new_tokens}, prompts <= {prompt_tokens} tokens):"
+    )
+    return result, header
+
+
+def launch_report(study) -> tuple[str, bool]:
+    """What `ratiotune search` prints before it starts: the estimate, the packing, and a warning if it overflows."""
+    import torch
+
+    per_trial, header = study_estimate(study)
+    gpu_memory, gpu_name = None, ""
+    if study.resources.gpu > 0 and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu_memory, gpu_name = props.total_memory, props.name
+    line, warn = packing_report(per_trial, study.resources.gpu, gpu_memory, gpu_name)
+    return f"{header}\n  {per_trial.describe()}\n{line}", warn
