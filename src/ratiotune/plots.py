@@ -41,7 +41,8 @@ def learning_curves(
             epochs, values = _curve(trial, metric)
             ax.plot(epochs, values, color=HIGHLIGHT[rank % len(HIGHLIGHT)], linewidth=2, marker="o", markersize=3,
                     label=f"#{rank + 1} {trial.name}")
-        ax.plot([], [], color=BACKGROUND, linewidth=1, label="other trials")
+        if len(experiment.trials) > len(top):
+            ax.plot([], [], color=BACKGROUND, linewidth=1, label="other trials")
         ax.set_title(metric)
         ax.set_ylabel(metric.rsplit("/", 1)[-1].replace("_", " "))
         _epoch_axis(ax, experiment.study.train.epochs)
@@ -109,7 +110,7 @@ def hyperparameter_axes(
 
 def answer_lengths(trial: TrialResult, epochs: int, target_min: float, target_max: float, path: Path) -> Path:
     """Mean characters of agent 1 and agent 2 per epoch, with agent 2's target band."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(8.4, 3.8))
     for split, style in (("eval", "-"), ("train", "--")):
         xs, first = _curve(trial, f"{split}/mean_chars_agent1")
         _, second = _curve(trial, f"{split}/mean_chars_agent2")
@@ -124,7 +125,7 @@ def answer_lengths(trial: TrialResult, epochs: int, target_min: float, target_ma
     ax.set_ylabel("mean characters per answer")
     ax.set_title(f"How the best trial reached the ratio ({trial.name})")
     _epoch_axis(ax, epochs)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the band fills the axes
     return _save(fig, path)
 
 

@@ -395,7 +395,8 @@ def render_markdown(
     header = ["rank", "trial", "status", *names, "epochs", f"best {metric}", f"final {metric}", "wall s"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join("---" for _ in header) + "|")
-    for rank, row in enumerate(trials[:TOP_TABLE], start=1):
+    scored = [row for row in trials if row.get(f"best {metric}") is not None]
+    for rank, row in enumerate(scored[:TOP_TABLE], start=1):
         cells = [str(rank), row["trial"], row["status"], *(_fmt(row.get(n)) for n in names), str(row["epochs"]),
                  _fmt(row.get(f"best {metric}")), _fmt(row.get(f"final {metric}")), f"{row['wall_seconds']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
