@@ -1,6 +1,7 @@
 """Experiment folder -> plain records and tables.
 
-Reads only JSON/CSV written by Ray (params.json, result.json, error.txt) and our own
+Reads only JSON/CSV written by Ray (params.json, result.json, error.txt, the plain
+fields of experiment_state-*.json) and our own
 study.yaml / meta.json; never unpickles anything from the folder, so it is safe
 on folders you did not write.
 """
