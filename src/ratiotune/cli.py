@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ratiotune.results import STUDY_FILE, Experiment, load_experiment
-from ratiotune.study import SEARCHABLE, StudyError, load_study
+from ratiotune.study import SEARCHABLE, Study, StudyError, load_study
 
 EXIT_USAGE = 2
 
@@ -48,6 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     best = commands.add_parser("best", help="print the best trial's config, metric and checkpoint")
     best.add_argument("experiment", help="experiment folder, e.g. results/smoke")
     best.set_defaults(func=cmd_best)
+
+    report = commands.add_parser("report", help="write an offline report: trials.csv, curves.csv, plots, report.md with warnings")
+    report.add_argument("experiment", help="experiment folder, e.g. results/smoke")
+    report.add_argument("--out", help="output folder (default: EXPERIMENT/report/)")
+    report.add_argument("--metric", help="metric to rank by (default: the study's search.metric)")
+    report.add_argument("--mode", choices=["max", "min"], help="direction of --metric (default: the study's, or max)")
+    report.set_defaults(func=cmd_report)
+
+    check = commands.add_parser("check", help="probe: does each searched hyperparameter change training at all?")
+    check.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
+    add_set_flag(check)
+    check.set_defaults(func=cmd_check)
     return parser
 
 
@@ -185,6 +197,25 @@ def cmd_best(args: argparse.Namespace) -> int:
     print(f"# {metric} ({mode}): {best.best(metric, mode):.4f} after {best.epochs} epochs")
     print(f"# checkpoint: {best.best_checkpoint(metric, mode)}")
     print(yaml.safe_dump(fragment, sort_keys=False), end="")
+    return 0
+
+
+# --------------------------------------------------------------------------- report, check
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ratiotune.report import write_report
+
+    path = write_report(args.experiment, args.out, args.metric, args.mode)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ratiotune.probe import check_study, format_check
+
+    study = load_study(args.study, args.overrides)
+    print(format_check(check_study(study), study, args.study))
     return 0
 
 

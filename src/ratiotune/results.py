@@ -1,6 +1,7 @@
 """Experiment folder -> plain records and tables.
 
-Reads only JSON/CSV written by Ray (params.json, result.json, error.txt) and our own
+Reads only JSON/CSV written by Ray (params.json, result.json, error.txt, the plain
+fields of experiment_state-*.json) and our own
 study.yaml / meta.json; never unpickles anything from the folder, so it is safe
 on folders you did not write.
 """
@@ -15,9 +16,17 @@ from typing import Any
 
 import yaml
 
-from ratiotune.study import Study, StudyError, validate_study
+from ratiotune.study import REPORTED_METRICS, SEARCHABLE, Study, StudyError, validate_study
 
 STUDY_FILE = "study.yaml"
+
+# Trial statuses, as the report shows them.
+FINISHED = "finished"
+STOPPED = "stopped early"  # by the scheduler (ASHA): fewer epochs, no error
+ERRORED = "errored"
+INFEASIBLE = "infeasible"
+UNFINISHED = "unfinished"  # still running, or the study was interrupted (resume continues it)
+STATUSES = (FINISHED, STOPPED, ERRORED, INFEASIBLE, UNFINISHED)
 
 
 @dataclass
@@ -28,6 +37,8 @@ class TrialResult:
     rows: list[dict[str, Any]]
     error: str | None = None
     checkpoints: list[Path] = field(default_factory=list)
+    # Ray's own status from experiment_state-*.json (TERMINATED, ERROR, RUNNING, PENDING, PAUSED), if any.
+    ray_status: str | None = None
 
     @property
     def epochs(self) -> int:
@@ -54,8 +65,44 @@ class TrialResult:
         pick = max if mode == "max" else min
         return pick(scored, key=lambda item: item[0])[1]
 
+    def best_epoch(self, metric: str, mode: str) -> int | None:
+        scored = [(float(row[metric]), int(row.get("epoch", 0))) for row in self.rows if _is_number(row.get(metric))]
+        if not scored:
+            return None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda item: item[0])[1]
+
     def latest_checkpoint(self) -> Path | None:
         return max(self.checkpoints, key=lambda p: checkpoint_meta(p).get("epoch", -1), default=None)
+
+    @property
+    def infeasible_reason(self) -> str | None:
+        """Why the trial was stopped as infeasible (a row with `infeasible: 1`), else None."""
+        for row in self.rows:
+            if row.get("infeasible") in (1, True):
+                reason = row.get("infeasible_reason")
+                return str(reason) if reason else "reported infeasible"
+        return None
+
+    def status(self, target_epochs: int) -> str:
+        """One of STATUSES. A trial that reached its epochs is finished even if an
+        earlier attempt left an error.txt (Ray retried it); one Ray still lists as
+        running/pending is unfinished (running now, or its driver was interrupted)."""
+        if self.infeasible_reason is not None:
+            return INFEASIBLE
+        if self.epochs >= target_epochs:
+            return FINISHED
+        if self.ray_status in ("RUNNING", "PENDING", "PAUSED"):
+            return UNFINISHED
+        if self.error is not None or self.ray_status == "ERROR":
+            return ERRORED
+        return STOPPED
+
+    @property
+    def wall_seconds(self) -> float:
+        """Training wall time: Ray's cumulative time_total_s (survives restores)."""
+        times = [float(row["time_total_s"]) for row in self.rows if _is_number(row.get("time_total_s"))]
+        return max(times, default=0.0)
 
 
 @dataclass
@@ -70,6 +117,80 @@ class Experiment:
         mode = mode or self.study.search.mode
         scored = [t for t in self.trials if t.best(metric, mode) is not None]
         return sorted(scored, key=lambda t: t.best(metric, mode), reverse=mode == "max")
+
+
+# --------------------------------------------------------------------------- tidy tables
+
+
+def metric_names(experiment: Experiment) -> list[str]:
+    """Namespaced metrics (train/..., eval/..., system/...) that some trial reported, in a stable order."""
+    seen = {key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)}
+    known = [name for name in REPORTED_METRICS if name in seen]
+    return known + sorted(seen - set(known))
+
+
+def trial_table(experiment: Experiment, metric: str | None = None, mode: str | None = None) -> list[dict[str, Any]]:
+    """One row per trial: searched params, status, epochs, best and final value of each metric,
+    wall seconds and the best checkpoint. Best first by `metric`; trials without it last."""
+    study = experiment.study
+    metric = metric or study.search.metric
+    mode = mode or study.search.mode
+    searched = [name for name in SEARCHABLE if name in study.search.space]
+    metrics = metric_names(experiment)
+    ranked = experiment.ranked(metric, mode)
+    order = ranked + [t for t in experiment.trials if t not in ranked]
+    table = []
+    for trial in order:
+        row: dict[str, Any] = {"trial": trial.name, "status": trial.status(study.train.epochs)}
+        row.update({name: trial.config.get(name) for name in searched})
+        row["epochs"] = trial.epochs
+        row["best_epoch"] = trial.best_epoch(metric, mode)
+        for name in metrics:
+            values = trial.values(name)
+            direction = mode if name == metric else better_direction(name)
+            if direction is not None:
+                row[f"best {name}"] = trial.best(name, direction)
+            row[f"final {name}"] = values[-1] if values else None
+        row["wall_seconds"] = round(trial.wall_seconds, 2)
+        checkpoint = trial.best_checkpoint(metric, mode) or trial.latest_checkpoint()
+        row["checkpoint"] = str(checkpoint) if checkpoint else ""
+        row["note"] = trial.infeasible_reason or error_summary(trial.error) or ""
+        table.append(row)
+    return table
+
+
+def curve_table(experiment: Experiment) -> list[dict[str, Any]]:
+    """Long format: one row per trial per reported epoch, with every metric."""
+    metrics = metric_names(experiment)
+    table = []
+    for trial in experiment.trials:
+        for row in trial.rows:
+            if not _is_number(row.get("epoch")):
+                continue
+            record: dict[str, Any] = {"trial": trial.name, "epoch": int(row["epoch"])}
+            record.update({name: row.get(name) if _is_number(row.get(name)) else None for name in metrics})
+            record["time_total_s"] = row.get("time_total_s")
+            table.append(record)
+    return table
+
+
+def better_direction(metric: str) -> str | None:
+    """Which way a metric improves; None for descriptive ones (lengths, ratio) that have no 'best'."""
+    name = metric.rsplit("/", 1)[-1]
+    if name in ("mean_reward", "in_range_fraction", "tokens_per_second"):
+        return "max"
+    # Flat groups carry no learning signal; fewer is better. Timings: faster is better.
+    if name in ("flat_group_fraction", "epoch_seconds", "eval_seconds"):
+        return "min"
+    return None
+
+
+def error_summary(text: str | None) -> str | None:
+    """The last non-blank line of a traceback (the exception), which is what a reader wants."""
+    if not text:
+        return None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else None
 
 
 def checkpoint_meta(path: Path) -> dict[str, Any]:
@@ -91,7 +212,34 @@ def load_experiment(path: str | Path) -> Experiment:
         raise StudyError(f"{directory}: not a ratiotune experiment (no {STUDY_FILE}; expected a folder made by `ratiotune search`)")
     study = validate_study(yaml.safe_load((directory / STUDY_FILE).read_text()), source=str(directory / STUDY_FILE))
     trials = [load_trial(d) for d in sorted(directory.iterdir()) if (d / "params.json").is_file()]
+    states = ray_trial_states(directory)
+    for trial in trials:
+        trial.ray_status = states.get(trial.name)
     return Experiment(directory, study, trials)
+
+
+def ray_trial_states(directory: Path) -> dict[str, str]:
+    """Trial folder name -> Ray's trial status, from the newest experiment_state-*.json.
+
+    Only the plain JSON fields are read; the hex-encoded pickles Ray stores next to
+    them are never decoded. Empty when Ray has not written the file (yet).
+    """
+    files = sorted(directory.glob("experiment_state-*.json"))
+    if not files:
+        return {}
+    try:
+        state = json.loads(files[-1].read_text())
+    except (OSError, ValueError):
+        return {}
+    statuses = {}
+    for entry in state.get("trial_data", []):
+        try:
+            trial = json.loads(entry[0])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if isinstance(trial, dict) and isinstance(trial.get("status"), str):
+            statuses[str(trial.get("relative_logdir") or trial.get("trial_id"))] = trial["status"]
+    return statuses
 
 
 def load_trial(directory: Path) -> TrialResult:
