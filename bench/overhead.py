@@ -98,7 +98,8 @@ def main() -> None:
 
     # A 1-CPU Ray trial gets OMP_NUM_THREADS=1; give the direct run the same single thread.
     torch.set_num_threads(1)
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=True, logging_level="WARNING")
+    # address="local": always our own instance, never a cluster someone else started on this machine.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=True, logging_level="WARNING")
     direct, tuned = [], []
     with tempfile.TemporaryDirectory(prefix="ratiotune-overhead-") as storage:
         for i in range(args.repeats):

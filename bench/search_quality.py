@@ -151,7 +151,8 @@ def main() -> None:
 
     import ray
 
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, configure_logging=True, logging_level="WARNING")
+    # address="local": always our own instance, never a cluster someone else started on this machine.
+    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, configure_logging=True, logging_level="WARNING")
     records, curves = [], {m: [] for m in methods}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ratiotune-bench-") as storage:
