@@ -175,6 +175,8 @@ def main() -> None:
                         "best_config": info["best_config"],
                     }
                 )
+                # Rewritten after every run so a crash or a kill keeps what was measured.
+                write_csv(out.with_suffix(".csv"), records)
                 print(f"[bench] {method} seed {seed}: best@{budget} {records[-1]['best_at_budget']:.3f} "
                       f"({len(curve)} trial-epochs, {info['trials']} trials, {wall:.0f} s)", flush=True)
     ray.shutdown()
