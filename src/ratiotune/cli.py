@@ -45,6 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_wandb_flags(search)
     search.set_defaults(func=cmd_search)
 
+    train = commands.add_parser("train", help="train one config once (no search): the check to run before a study")
+    train.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
+    train.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="a searched hyperparameter's value (--set learning_rate=1e-3; else its `default:`) "
+        "or a study key (--set train.epochs=2); repeatable",
+    )
+    train.add_argument("--output", type=Path, help="run folder (default: results/<study name>-train-<time>); never overwritten")
+    add_wandb_flags(train)
+    train.set_defaults(func=cmd_train)
+
     best = commands.add_parser("best", help="print the best trial's config, metric and checkpoint")
     best.add_argument("experiment", help="experiment folder, e.g. results/smoke")
     best.set_defaults(func=cmd_best)
@@ -178,6 +189,18 @@ def format_value(value) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
+
+
+# --------------------------------------------------------------------------- train
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ratiotune import train
+
+    study = train.resolve_study(args.study, args.overrides)
+    wandb = train.WandbRun(args.wandb_project, args.wandb_entity) if args.wandb else None
+    train.train(study, args.output or train.default_output(study), wandb)
+    return 0
 
 
 # --------------------------------------------------------------------------- best

@@ -100,6 +100,9 @@ class ParamSpec(Strict):
     low: Optional[float] = None
     high: Optional[float] = None
     values: Optional[list[Union[float, int]]] = None
+    default: Optional[Union[float, int]] = Field(
+        None, description="The value `ratiotune train` uses when no --set gives one; must lie inside the space."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "ParamSpec":
@@ -108,6 +111,8 @@ class ParamSpec(Strict):
                 raise ValueError("type 'choice' needs a non-empty 'values' list")
             if self.low is not None or self.high is not None:
                 raise ValueError("type 'choice' takes 'values', not 'low'/'high'")
+            if self.default is not None and self.default not in self.values:
+                raise ValueError(f"default {self.default!r} is not one of values {self.values}")
             return self
         if self.values is not None:
             raise ValueError(f"type {self.type!r} takes 'low' and 'high', not 'values'")
@@ -117,6 +122,11 @@ class ParamSpec(Strict):
             raise ValueError(f"low ({self.low}) must be < high ({self.high})")
         if self.type == "loguniform" and self.low <= 0:
             raise ValueError(f"loguniform needs 0 < low < high; got low={self.low}")
+        if self.default is not None:
+            if not self.low <= self.default <= self.high:
+                raise ValueError(f"default {self.default!r} lies outside [low, high] = [{self.low}, {self.high}]")
+            if self.type == "int" and not float(self.default).is_integer():
+                raise ValueError(f"type 'int' needs an integer default; got {self.default!r}")
         return self
 
     def bounds(self) -> tuple[float, float]:
