@@ -44,6 +44,17 @@ def build_parser() -> argparse.ArgumentParser:
     best = commands.add_parser("best", help="print the best trial's config, metric and checkpoint")
     best.add_argument("experiment", help="experiment folder, e.g. results/smoke")
     best.set_defaults(func=cmd_best)
+
+    retrain = commands.add_parser("retrain", help="re-run the top configs over fresh seeds, pick the winner, save its agents")
+    retrain.add_argument("experiment", help="experiment folder made by `ratiotune search`")
+    retrain.add_argument("--top-k", type=int, default=1, help="configs to retrain, best first (default: 1)")
+    retrain.add_argument("--seeds", type=int, default=3, help="fresh seeds per config (default: 3)")
+    retrain.add_argument("--epochs", type=int, help="epochs per run (default: the study's)")
+    retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
+    retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
+    retrain.add_argument("--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs")
+    add_set_flag(retrain)
+    retrain.set_defaults(func=cmd_retrain)
     return parser
 
 
@@ -142,6 +153,31 @@ def cmd_best(args: argparse.Namespace) -> int:
 def best_train_values(study: Study, config: dict) -> dict:
     """The trial's four hyperparameters as fixed `train:` values a study file accepts."""
     return study.hyperparameters(config)
+
+
+# --------------------------------------------------------------------------- retrain
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from ratiotune import retrain
+
+    # Every input check happens here, before Ray starts.
+    plan = retrain.plan_retrain(
+        args.experiment,
+        top_k=args.top_k,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        output=args.output,
+        eval_prompts=args.eval_prompts,
+        overrides=args.overrides,
+        from_checkpoint=args.from_checkpoint,
+    )
+    start_ray()
+    retrain.retrain(plan)
+    print()
+    print((plan.output / "summary.md").read_text(), end="")
+    print(f"final agents: {plan.output / 'final'}")
+    return 0
 
 
 if __name__ == "__main__":

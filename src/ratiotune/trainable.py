@@ -111,16 +111,29 @@ class Trial:
         self.epoch = self.trainer.load_state(directory)
 
 
+# Reserved config keys, set only by `retrain` (never searched; Study.hyperparameters ignores them):
+# SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per config);
+# START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs.
+SEED_KEY = "seed"
+START_KEY = "start_checkpoint"
+
+
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
     from ray import tune
 
-    trial = Trial(study, config)
+    trial = Trial(study, config, seed=config.get(SEED_KEY))
+    end_epoch = study.train.epochs
+    if config.get(START_KEY):
+        trial.restore(Path(config[START_KEY]))
+        # The checkpoint restored the RNG of the run that wrote it; reseed so seeds differ.
+        seed_everything(trial.seed)
+        end_epoch = trial.epoch + study.train.epochs
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
-    while trial.epoch < study.train.epochs:
+    while trial.epoch < end_epoch:
         metrics = trial.run_epoch()
         with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
             trial.save(Path(tmp), metrics)
