@@ -40,7 +40,7 @@ def seed_everything(seed: int) -> None:
 class Trial:
     """Everything one configuration needs to train, evaluate and checkpoint."""
 
-    def __init__(self, study: Study, config: dict[str, Any], *, seed: int | None = None):
+    def __init__(self, study: Study, config: dict[str, Any], *, seed: int | None = None, epochs: int | None = None):
         self.study = study
         self.hyperparameters = study.hyperparameters(config)
         self.seed = study.train.seed if seed is None else seed
@@ -55,7 +55,8 @@ class Trial:
             hyperparameters=self.hyperparameters,
             train=study.train,
             task=study.task,
-            epochs=study.train.epochs,
+            # comlrl refuses to load a checkpoint past num_train_epochs, so continued runs pass their end.
+            epochs=epochs or study.train.epochs,
         )
 
     def run_epoch(self) -> dict[str, float]:
@@ -122,13 +123,15 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
     from ray import tune
 
-    trial = Trial(study, config, seed=config.get(SEED_KEY))
+    start = Path(config[START_KEY]) if config.get(START_KEY) else None
     end_epoch = study.train.epochs
-    if config.get(START_KEY):
-        trial.restore(Path(config[START_KEY]))
+    if start is not None:
+        end_epoch += json.loads((start / "meta.json").read_text())["epoch"]
+    trial = Trial(study, config, seed=config.get(SEED_KEY), epochs=end_epoch)
+    if start is not None:
+        trial.restore(start)
         # The checkpoint restored the RNG of the run that wrote it; reseed so seeds differ.
         seed_everything(trial.seed)
-        end_epoch = trial.epoch + study.train.epochs
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
