@@ -71,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
     add_set_flag(check)
     check.set_defaults(func=cmd_check)
+    retrain = commands.add_parser("retrain", help="re-run the top configs over fresh seeds, pick the winner, save its agents")
+    retrain.add_argument("experiment", help="experiment folder made by `ratiotune search`")
+    retrain.add_argument("--top-k", type=int, default=1, help="configs to retrain, best first (default: 1)")
+    retrain.add_argument("--seeds", type=int, default=3, help="fresh seeds per config (default: 3)")
+    retrain.add_argument("--epochs", type=int, help="epochs per run (default: the study's)")
+    retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
+    retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
+    retrain.add_argument("--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs")
+    add_set_flag(retrain)
+    retrain.set_defaults(func=cmd_retrain)
     return parser
 
 
@@ -239,6 +249,31 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     study = load_study(args.study, args.overrides)
     print(format_check(check_study(study), study, args.study))
+    return 0
+
+
+# --------------------------------------------------------------------------- retrain
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from ratiotune import retrain
+
+    # Every input check happens here, before Ray starts.
+    plan = retrain.plan_retrain(
+        args.experiment,
+        top_k=args.top_k,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        output=args.output,
+        eval_prompts=args.eval_prompts,
+        overrides=args.overrides,
+        from_checkpoint=args.from_checkpoint,
+    )
+    start_ray()
+    retrain.retrain(plan)
+    print()
+    print((plan.output / "summary.md").read_text(), end="")
+    print(f"final agents: {plan.output / 'final'}")
     return 0
 
 

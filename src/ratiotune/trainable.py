@@ -41,7 +41,13 @@ class Trial:
     """Everything one configuration needs to train, evaluate and checkpoint."""
 
     def __init__(
-        self, study: Study, config: dict[str, Any], *, seed: int | None = None, devices: list[str] | None = None
+        self,
+        study: Study,
+        config: dict[str, Any],
+        *,
+        seed: int | None = None,
+        epochs: int | None = None,
+        devices: list[str] | None = None,
     ):
         self.study = study
         self.hyperparameters = study.hyperparameters(config)
@@ -59,7 +65,8 @@ class Trial:
             hyperparameters=self.hyperparameters,
             train=study.train,
             task=study.task,
-            epochs=study.train.epochs,
+            # comlrl refuses to load a checkpoint past num_train_epochs, so continued runs pass their end.
+            epochs=epochs or study.train.epochs,
             devices=self.devices,
         )
 
@@ -121,19 +128,34 @@ class Trial:
         self.epoch = self.trainer.load_state(directory, saved_hyperparameters=saved)
 
 
+# Reserved config keys, set only by `retrain` (never searched; Study.hyperparameters ignores them):
+# SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per config);
+# START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs.
+SEED_KEY = "seed"
+START_KEY = "start_checkpoint"
+
+
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
     from ray import tune
 
     from ratiotune.placement import trial_devices
 
+    start = Path(config[START_KEY]) if config.get(START_KEY) else None
+    end_epoch = study.train.epochs
+    if start is not None:
+        end_epoch += json.loads((start / "meta.json").read_text())["epoch"]
     # Before anything heavy: a trial given GPUs on a node without CUDA fails here, at once.
-    trial = Trial(study, config, devices=trial_devices())
+    trial = Trial(study, config, seed=config.get(SEED_KEY), epochs=end_epoch, devices=trial_devices())
+    if start is not None:
+        trial.restore(start)
+        # The checkpoint restored the RNG of the run that wrote it; reseed so seeds differ.
+        seed_everything(trial.seed)
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
-    while trial.epoch < study.train.epochs:
+    while trial.epoch < end_epoch:
         metrics = trial.run_epoch()
         with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
             trial.save(Path(tmp), metrics)

@@ -1,0 +1,384 @@
+"""Retrain: re-run an experiment's top-k configs over fresh seeds, pick the winner, ship its agents.
+
+A search ranks configs by one noisy run each (one seed, sampled rollouts, a small eval
+set), so its best figure is optimistic. Here every top config is trained again from
+scratch (or continued from its best checkpoint) with S fresh seeds, through the same
+Ray Tune trainable as the search, and every run is scored on a larger fixed eval
+protocol. The winner is the config with the best mean over seeds; its best seed's
+final agents go to OUTPUT/final/.
+
+Flow: plan_retrain (validate everything, no Ray) -> run_retrain (Tuner over a grid of
+rank x seed) -> summarize (plain tables) -> write_outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ratiotune.results import STUDY_FILE, Experiment, TrialResult, load_experiment
+from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, validate_study
+from ratiotune.trainable import SEED_KEY, START_KEY
+
+# The retrain eval protocol samples this many times more answer pairs per prompt than the
+# search's: the search only needs to rank configs, the retrain has to measure them.
+EVAL_SAMPLES_FACTOR = 4
+# Reported per config, mean / sd / 95% interval over seeds.
+METRICS = ("eval/in_range_fraction", "eval/mean_reward")
+RANK_KEY = "rank"
+RUNS_DIR = "runs"
+
+# Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30 (scipy is not a dependency);
+# beyond 30 the normal 1.96 is within 2%.
+T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of the experiment's top configs, as the search saw it."""
+
+    rank: int
+    trial: TrialResult
+    config: dict[str, Any]  # the trial's searched values (what Ray sampled)
+    search_figures: dict[str, float | None]  # the search's row for it: its best epoch by the metric
+    start_checkpoint: Path | None  # --from-checkpoint: its best kept checkpoint
+
+
+@dataclass(frozen=True)
+class RetrainPlan:
+    experiment: Experiment
+    study: Study  # the retrain study: overrides, epochs and the larger eval protocol applied
+    candidates: list[Candidate]
+    seeds: list[int]
+    output: Path
+    from_checkpoint: bool
+
+
+def plan_retrain(
+    experiment_dir: str | Path,
+    *,
+    top_k: int = 1,
+    seeds: int = 3,
+    epochs: int | None = None,
+    output: str | Path | None = None,
+    eval_prompts: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    from_checkpoint: bool = False,
+) -> RetrainPlan:
+    """Check everything that can be checked before Ray starts; raise StudyError on bad input."""
+    experiment = load_experiment(experiment_dir)
+    base = experiment.study
+    metric, mode = base.search.metric, base.search.mode
+    if top_k < 1:
+        raise StudyError(f"--top-k {top_k}: must be >= 1")
+    if seeds < 1:
+        raise StudyError(f"--seeds {seeds}: must be >= 1 (2 or more to get a spread)")
+    if epochs is not None and epochs < 1:
+        raise StudyError(f"--epochs {epochs}: must be >= 1")
+    ranked = [t for t in experiment.ranked() if t.error is None]
+    if not ranked:
+        raise StudyError(f"{experiment.directory}: no finished trial reported {metric}; nothing to retrain")
+    if top_k > len(ranked):
+        raise StudyError(
+            f"--top-k {top_k}: the experiment has only {len(ranked)} finished trial(s) that reported {metric}; "
+            f"use --top-k {len(ranked)} or fewer"
+        )
+    output = Path(output).expanduser().resolve() if output else experiment.directory.resolve() / "retrain"
+    if output.exists():
+        raise StudyError(f"{output} already exists; pass another --output (retrain results are never overwritten)")
+
+    # The retrain study: the experiment's study, then --set, then the flags, validated once.
+    raw = base.model_dump(mode="json", exclude_none=True)
+    for override in overrides:
+        apply_override(raw, override)
+    if epochs is not None:
+        raw["train"]["epochs"] = epochs
+    if eval_prompts is not None:
+        raw["task"]["eval_prompts"] = str(Path(eval_prompts).expanduser().resolve())
+    raw["task"]["eval_samples_per_prompt"] = EVAL_SAMPLES_FACTOR * int(raw["task"]["eval_samples_per_prompt"])
+    study = validate_study(raw, source="retrain study (experiment study + --set/--epochs/--eval-prompts)")
+
+    candidates = []
+    for rank, trial in enumerate(ranked[:top_k], start=1):
+        start = trial.best_checkpoint(metric, mode) if from_checkpoint else None
+        if from_checkpoint and start is None:
+            raise StudyError(f"--from-checkpoint: trial {trial.name} (rank {rank}) kept no checkpoint with {metric}")
+        candidates.append(
+            Candidate(
+                rank=rank,
+                trial=trial,
+                config={k: v for k, v in trial.config.items() if k in SEARCHABLE},
+                search_figures=search_figures(trial, metric, mode),
+                start_checkpoint=start,
+            )
+        )
+    # Fresh seeds: every search trial ran with train.seed, so start just after it.
+    seed_list = [base.train.seed + 1 + i for i in range(seeds)]
+    return RetrainPlan(experiment, study, candidates, seed_list, output, from_checkpoint)
+
+
+def tracked_metrics(metric: str) -> list[str]:
+    """METRICS, plus the study's own metric when it ranks by something else."""
+    return list(dict.fromkeys([*METRICS, metric]))
+
+
+def search_figures(trial: TrialResult, metric: str, mode: str) -> dict[str, float | None]:
+    """The tracked metrics from the row the search ranked this trial by (its best epoch)."""
+    best = trial.best(metric, mode)
+    row = next(r for r in trial.rows if r.get(metric) == best)
+    return {name: row.get(name) for name in tracked_metrics(metric)}
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run_retrain(plan: RetrainPlan) -> Experiment:
+    """Train every (config, seed) pair as one Ray Tune trial; returns the runs as an experiment.
+
+    The runs folder is itself an experiment (study.yaml + Ray trial folders), so results.py
+    reads it like any search. Ray must already be initialised (the CLI does it).
+    """
+    from ray import tune
+
+    from ratiotune.search import PROGRESS_METRICS, check_resources, local_gpu_count
+    from ratiotune.trainable import tune_trainable
+
+    study = plan.study
+    check_resources(study, local_gpu_count())
+    runs_dir = plan.output / RUNS_DIR
+    runs_dir.mkdir(parents=True)
+    (runs_dir / STUDY_FILE).write_text(study.to_yaml())
+
+    by_rank = {c.rank: c for c in plan.candidates}
+    # grid_search makes the rank x seed product; sample_from then fills each run's searched
+    # values (and start checkpoint) from its rank, so params.json shows the full config.
+    param_space: dict[str, Any] = {
+        RANK_KEY: tune.grid_search(list(by_rank)),
+        SEED_KEY: tune.grid_search(plan.seeds),
+    }
+    for name in plan.candidates[0].config:
+        param_space[name] = tune.sample_from(lambda spec, name=name: by_rank[spec.config[RANK_KEY]].config[name])
+    if plan.from_checkpoint:
+        param_space[START_KEY] = tune.sample_from(
+            lambda spec: str(by_rank[spec.config[RANK_KEY]].start_checkpoint)
+        )
+
+    trainable = tune.with_resources(
+        tune.with_parameters(tune_trainable, study=study),
+        {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
+    )
+    tuner = tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=study.search.max_concurrent_trials,
+            trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
+        ),
+        run_config=tune.RunConfig(
+            name=RUNS_DIR,
+            storage_path=str(plan.output),
+            # Only the final agents are needed: keep each run's latest checkpoint.
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            progress_reporter=tune.CLIReporter(
+                parameter_columns=[RANK_KEY, SEED_KEY], metric_columns=PROGRESS_METRICS, max_report_frequency=30
+            ),
+            verbose=1,
+        ),
+    )
+    tuner.fit()
+    return load_experiment(runs_dir)
+
+
+# --------------------------------------------------------------------------- summarize
+
+
+def t_interval(values: list[float]) -> dict[str, Any]:
+    """Mean, sample sd and the 95% Student-t interval for the mean (None below two values)."""
+    n = len(values)
+    if n == 0:
+        return {"n": 0, "mean": None, "sd": None, "ci95": None}
+    mean = sum(values) / n
+    if n < 2:
+        return {"n": 1, "mean": mean, "sd": None, "ci95": None}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
+    half = t * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
+
+
+def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
+    """Per config: every seed's final-epoch figures, their statistics, and the search's figure."""
+    metric, mode = plan.study.search.metric, plan.study.search.mode
+    tracked = tracked_metrics(metric)
+    configs = []
+    for candidate in plan.candidates:
+        seed_runs = []
+        for run in runs.trials:
+            if run.config.get(RANK_KEY) != candidate.rank:
+                continue
+            # The final epoch, not the best: the agents shipped are the final ones, and picking
+            # each run's best epoch would bring back the optimism this command removes.
+            last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
+            seed_runs.append(
+                {
+                    "seed": run.config[SEED_KEY],
+                    "run": run.name,
+                    "epoch": last.get("epoch"),
+                    "error": run.error.strip().splitlines()[-1] if run.error else None,
+                    **{name: last.get(name) for name in tracked},
+                }
+            )
+        seed_runs.sort(key=lambda r: r["seed"])
+        done = [r for r in seed_runs if r["error"] is None and r.get(metric) is not None]
+        configs.append(
+            {
+                "rank": candidate.rank,
+                "search_trial": candidate.trial.name,
+                "hyperparameters": plan.study.hyperparameters(candidate.config),
+                "search": candidate.search_figures,
+                "start_checkpoint": str(candidate.start_checkpoint) if candidate.start_checkpoint else None,
+                "runs": seed_runs,
+                "stats": {name: t_interval([r[name] for r in done if r.get(name) is not None]) for name in tracked},
+            }
+        )
+    scored = [c for c in configs if c["stats"][metric]["mean"] is not None]
+    if not scored:
+        raise StudyError(f"no retrain run reported {metric}; see the trial logs under {plan.output / RUNS_DIR}")
+    pick = max if mode == "max" else min
+    winner = pick(scored, key=lambda c: c["stats"][metric]["mean"])
+    best_run = pick(
+        (r for r in winner["runs"] if r["error"] is None and r.get(metric) is not None), key=lambda r: r[metric]
+    )
+    return {
+        "experiment": str(plan.experiment.directory.resolve()),
+        "metric": metric,
+        "mode": mode,
+        "seeds": plan.seeds,
+        "epochs": plan.study.train.epochs,
+        "from_checkpoint": plan.from_checkpoint,
+        "eval_protocol": {
+            "prompts": plan.study.task.eval_prompts,
+            "samples_per_prompt": plan.study.task.eval_samples_per_prompt,
+            "search_samples_per_prompt": plan.experiment.study.task.eval_samples_per_prompt,
+        },
+        "configs": configs,
+        "winner": {
+            "rank": winner["rank"],
+            "search_trial": winner["search_trial"],
+            "seed": best_run["seed"],
+            "run": best_run["run"],
+            "search_pick_holds": winner["rank"] == 1,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def final_study(plan: RetrainPlan, summary: dict[str, Any]) -> Study:
+    """A study that reproduces the winner: its values fixed in train:, nothing searched."""
+    winner = next(c for c in summary["configs"] if c["rank"] == summary["winner"]["rank"])
+    raw = plan.study.model_dump(mode="json", exclude_none=True)
+    raw["name"] = f"{plan.study.name}-final"
+    raw["train"].update(winner["hyperparameters"])
+    raw["train"]["seed"] = summary["winner"]["seed"]
+    if plan.from_checkpoint:
+        # Continued runs trained checkpoint epochs + E in total; from scratch that is the budget.
+        start = next(r for r in winner["runs"] if r["run"] == summary["winner"]["run"])
+        raw["train"]["epochs"] = int(start["epoch"])
+    raw["search"].update({"space": {}, "num_samples": 1, "max_concurrent_trials": 1, "scheduler": {"type": "fifo"}})
+    return validate_study(raw, source="final/config.yaml")
+
+
+def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) -> Path:
+    """OUTPUT/final/{agent_0,agent_1,config.yaml}, OUTPUT/summary.json and summary.md."""
+    final = plan.output / "final"
+    run = next(t for t in runs.trials if t.name == summary["winner"]["run"])
+    checkpoint = run.latest_checkpoint()
+    if checkpoint is None:
+        raise StudyError(f"winning run {run.name} kept no checkpoint under {run.directory}")
+    final.mkdir(parents=True)
+    for agent in ("agent_0", "agent_1"):
+        shutil.copytree(checkpoint / agent, final / agent)
+    (final / "config.yaml").write_text(final_study(plan, summary).to_yaml())
+    summary["winner"]["final_dir"] = str(final)
+    summary["winner"]["checkpoint"] = str(checkpoint)
+    (plan.output / "summary.json").write_text(json.dumps(summary, indent=2))
+    (plan.output / "summary.md").write_text(summary_markdown(summary))
+    return final
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _stat(stats: dict[str, Any]) -> str:
+    if stats["mean"] is None:
+        return "n/a"
+    if stats["sd"] is None:
+        return f"{stats['mean']:.3f} (1 seed)"
+    low, high = stats["ci95"]
+    return f"{stats['mean']:.3f} ± {stats['sd']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    metric = summary["metric"]
+    protocol = summary["eval_protocol"]
+    names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
+    header = ["rank", "search trial", *names.values()]
+    for name in METRICS:
+        header += [f"search {name}", f"retrain {name} mean ± sd [95% CI]"]
+    lines = [
+        f"# Retrain of {summary['experiment']}",
+        "",
+        f"{len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))}) per config, "
+        + (f"{summary['epochs']} more epochs from each trial's best checkpoint" if summary["from_checkpoint"]
+           else f"{summary['epochs']} epochs from scratch")
+        + f"; final-epoch eval on {protocol['prompts']} with {protocol['samples_per_prompt']} answer pairs per prompt "
+        f"(the search used {protocol['search_samples_per_prompt']}). Search figures are the search's own row for "
+        "the trial (its best epoch).",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for c in summary["configs"]:
+        hp = c["hyperparameters"]
+        cells = [str(c["rank"]), c["search_trial"], f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
+                 str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}"]
+        for name in METRICS:
+            cells += [_fmt(c["search"].get(name)), _stat(c["stats"][name])]
+        lines.append("| " + " | ".join(cells) + " |")
+    w = summary["winner"]
+    winner = next(c for c in summary["configs"] if c["rank"] == w["rank"])
+    stats, figure = winner["stats"].get(metric), winner["search"].get(metric)
+    lines += ["", f"Winner by mean {metric}: rank {w['rank']} ({w['search_trial']}); final agents from seed {w['seed']} ({w['run']})."]
+    lines.append(
+        "The search's pick (rank 1) holds up: it is still the best by mean over seeds."
+        if w["search_pick_holds"]
+        else f"The search's pick (rank 1) does not hold up: rank {w['rank']} beats it by mean over seeds."
+    )
+    if stats and stats.get("ci95") and figure is not None:
+        low, high = stats["ci95"]
+        where = "above" if figure > high else "below" if figure < low else "inside"
+        lines.append(
+            f"The winner's search figure {figure:.3f} is {where} its retrain 95% interval [{low:.3f}, {high:.3f}]"
+            + (" (the search was optimistic)." if where == "above" else ".")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def retrain(plan: RetrainPlan) -> dict[str, Any]:
+    runs = run_retrain(plan)
+    summary = summarize(plan, runs)
+    write_outputs(plan, runs, summary)
+    return summary

@@ -1,0 +1,138 @@
+"""`ratiotune retrain` end to end on a tiny experiment: real Ray, comlrl and builtin:tiny."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from conftest import run_cli as _run_cli
+from conftest import tiny_study_dict
+from ratiotune.cli import main
+from ratiotune.retrain import t_interval
+from ratiotune.results import load_experiment
+from ratiotune.study import validate_study
+
+
+def run_cli(*args, **kwargs):
+    # A fresh local Ray per command: without an address, ray.init() joins a cluster another
+    # process started with `ray start` on this machine, and dies with it.
+    return _run_cli(*args, env={"RAY_ADDRESS": "local"}, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    """A 3-trial, 2-epoch search on builtin:tiny, shared by every test here."""
+    root = tmp_path_factory.mktemp("retrain")
+    study = tiny_study_dict(root / "prompts", search={"num_samples": 3}, checkpoint={"num_to_keep": 2})
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    done = run_cli("search", str(path), "--storage", str(root / "results"), "--name", "tiny")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not any(t.error for t in load_experiment(root / "results" / "tiny").trials), done.stdout[-3000:]
+    return root / "results" / "tiny"
+
+
+@pytest.fixture(scope="module")
+def retrained(experiment):
+    output = experiment.parent / "retrain-top2"
+    done = run_cli("retrain", str(experiment), "--top-k", "2", "--seeds", "2", "--epochs", "2", "--output", str(output))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Winner by mean eval/in_range_fraction" in done.stdout
+    return output
+
+
+def test_summary_has_two_configs_by_two_seeds_with_statistics(experiment, retrained):
+    summary = json.loads((retrained / "summary.json").read_text())
+    ranked = load_experiment(experiment).ranked()
+    assert [c["search_trial"] for c in summary["configs"]] == [t.name for t in ranked[:2]]
+    assert summary["eval_protocol"]["samples_per_prompt"] == 4 * summary["eval_protocol"]["search_samples_per_prompt"]
+    for config in summary["configs"]:
+        assert [run["seed"] for run in config["runs"]] == summary["seeds"] == [1, 2]
+        assert all(run["error"] is None and run["epoch"] == 2 for run in config["runs"])
+        for metric in ("eval/in_range_fraction", "eval/mean_reward"):
+            values = [run[metric] for run in config["runs"]]
+            assert config["stats"][metric] == t_interval(values)  # same floats, same order: exact
+            assert config["search"][metric] is not None
+    winner = summary["winner"]
+    means = [c["stats"]["eval/in_range_fraction"]["mean"] for c in summary["configs"]]
+    assert means[winner["rank"] - 1] == max(means)
+    table = (retrained / "summary.md").read_text()
+    assert table.count("\n| ") == 3  # header + one row per config
+
+
+def test_final_agents_load_and_generate(retrained):
+    for agent in ("agent_0", "agent_1"):
+        directory = retrained / "final" / agent
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForCausalLM.from_pretrained(directory)
+        inputs = tokenizer("Tell a joke about owls:", return_tensors="pt")
+        with torch.no_grad():
+            output = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        assert output.shape[1] > inputs["input_ids"].shape[1]
+
+
+def test_final_config_is_a_study_that_fixes_the_winner(retrained):
+    summary = json.loads((retrained / "summary.json").read_text())
+    study = validate_study(yaml.safe_load((retrained / "final" / "config.yaml").read_text()))
+    winner = next(c for c in summary["configs"] if c["rank"] == summary["winner"]["rank"])
+    assert study.search.space == {}
+    assert study.hyperparameters({}) == pytest.approx(winner["hyperparameters"])
+    assert study.train.seed == summary["winner"]["seed"]
+    assert study.train.epochs == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="comlrl 1.4.3 load_checkpoint into a fresh trainer raises 'Checkpoint agents model or generation "
+    "configuration does not match' (seen 2026-12-02; Trial.restore path, not retrain-specific)",
+)
+def test_from_checkpoint_continues_at_the_checkpoints_epoch(experiment):
+    best = load_experiment(experiment).ranked()[0]
+    start = best.best_checkpoint("eval/in_range_fraction", "max")
+    start_epoch = json.loads((start / "meta.json").read_text())["epoch"]
+    output = experiment.parent / "retrain-continued"
+    done = run_cli("retrain", str(experiment), "--seeds", "2", "--epochs", "1", "--from-checkpoint", "--output", str(output))
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = load_experiment(output / "runs")
+    assert len(runs.trials) == 2
+    for run in runs.trials:
+        assert [row["epoch"] for row in run.rows] == [start_epoch + 1]
+        assert run.config["start_checkpoint"] == str(start)
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["configs"][0]["start_checkpoint"] == str(start)
+    # Different seeds after the same checkpoint (which restores its RNG): the runs are not copies.
+    # Weights alone could tie when every tiny group is flat (zero advantage), so compare the samples too.
+    samples = [{k: v for k, v in t.rows[0].items() if k.startswith(("train/", "eval/"))} for t in runs.trials]
+    weights = [AutoModelForCausalLM.from_pretrained(t.latest_checkpoint() / "agent_0") for t in runs.trials]
+    same_weights = all(torch.equal(a, b) for a, b in zip(weights[0].parameters(), weights[1].parameters()))
+    assert samples[0] != samples[1] or not same_weights
+
+
+def test_errors_exit_2_without_traceback(experiment, tmp_path, capsys):
+    cases = [
+        (["retrain", str(tmp_path / "missing")], "no such experiment folder"),
+        (["retrain", str(tmp_path)], "not a ratiotune experiment"),
+        (["retrain", str(experiment), "--top-k", "4"], "only 3 finished trial(s)"),
+    ]
+    # An experiment whose trials never reported: copy the study file alone.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "study.yaml").write_text((experiment / "study.yaml").read_text())
+    cases.append((["retrain", str(empty)], "no finished trial reported eval/in_range_fraction"))
+    # In-process: these checks all run before Ray starts, and an escaping exception fails the test.
+    for args, message in cases:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err, (args, err)
+
+
+def test_t_interval_matches_a_known_case():
+    # Values 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.303, half width 4.303 / sqrt(3).
+    stats = t_interval([1.0, 2.0, 3.0])
+    assert stats["mean"] == 2.0 and stats["sd"] == pytest.approx(1.0)
+    assert stats["ci95"] == pytest.approx([2 - 4.303 / 3**0.5, 2 + 4.303 / 3**0.5])
+    assert t_interval([0.5])["ci95"] is None
