@@ -127,6 +127,7 @@ def test_fast_loss_with_reference_kl_penalty(setup):
     """The KL-adjusted returns go through comlrl's own helper, as in the stock loss."""
     trainer, data, returns = setup
     trainer.advantage_mode, trainer.args.advantage_normalization = "mean", False
+    without_kl, _ = loss_and_grads(trainer, stock_loss, data, returns)
     saved = trainer.args.reference_kl_enabled, trainer.args.reference_kl_coef
     trainer.args.reference_kl_enabled, trainer.args.reference_kl_coef = True, 0.5
     data = {**data, "reference_kls": [0.1, 0.0, 0.4, 0.2, 0.05]}
@@ -135,6 +136,7 @@ def test_fast_loss_with_reference_kl_penalty(setup):
         fast, fast_grads = loss_and_grads(trainer, magrpo.batched_policy_loss, data, returns)
     finally:
         trainer.args.reference_kl_enabled, trainer.args.reference_kl_coef = saved
+    assert not torch.allclose(stock, without_kl)  # the penalty really applied
     assert torch.allclose(fast, stock, rtol=1e-5, atol=1e-6)
     assert relative_error(fast_grads, stock_grads) <= 1e-5
 
