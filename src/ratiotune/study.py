@@ -93,6 +93,11 @@ class TrainSpec(Strict):
     advantage_mode: Literal["mean", "raw", "max", "rloo"] = "mean"
     rollout_buffer_size: int = Field(2, ge=1, description="Prompts collected before each update.")
     train_batch_size: Optional[int] = Field(None, ge=1)
+    fast_update: bool = Field(
+        True,
+        description="Batched policy-gradient loss (same gradients as comlrl, several times faster with a large "
+        "vocabulary); false runs comlrl's own per-token loss.",
+    )
 
 
 class ParamSpec(Strict):

@@ -1,0 +1,197 @@
+"""Stock comlrl update vs ratiotune's batched update (train.fast_update), side by side.
+
+    python bench/step_speed.py [--quick]
+
+Two configs: (a) the smoke study on builtin:tiny (10 tutorial prompts, 8 generations,
+32 new tokens) and (b) builtin:qwen-vocab (Qwen's 151,936-token vocabulary on a 2-layer,
+64-wide body) at the original tutorial's 128 new tokens. Every measurement runs in its
+own child process (so peak RSS belongs to one mode only) from the same seed, the same
+initial weights and the same prompts; stock and fast children alternate (stock, fast,
+fast, stock, ...) and the figures are medians, so load from other processes on a shared
+machine hits both modes alike. Ratios are what to read; absolute seconds move with load.
+
+Per config it prints: update-step seconds (time in comlrl's `_update_from_samples`, per
+call), whole-epoch seconds (`run_epoch`: sampling both agents + updates), peak RSS of the
+child, whether both modes saw identical rollouts, and the max relative gradient error
+of the fast loss against the stock one on a real sampled group. Torch uses one thread:
+a search trial gets one CPU (resources.cpu: 1) and Ray sets OMP_NUM_THREADS=1 for it.
+The last line is `epoch speedup X.XXx on qwen-vocab (grad rel err Y)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name -> (model, prompts, num_generations, max_new_tokens, repeats) for full / quick runs.
+CONFIGS = {
+    "tiny": {"full": ("builtin:tiny", 10, 8, 32, 5), "quick": ("builtin:tiny", 10, 8, 32, 2)},
+    "qwen-vocab": {"full": ("builtin:qwen-vocab", 2, 8, 128, 3), "quick": ("builtin:qwen-vocab", 1, 4, 128, 1)},
+}
+
+
+def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: bool, workdir: Path):
+    from ratiotune.study import load_study
+    from ratiotune.task import load_prompts
+
+    prompts = workdir / f"prompts-{n_prompts}.txt"
+    prompts.write_text("\n".join(load_prompts("builtin:tutorial")[:n_prompts]) + "\n")
+    overrides = [
+        f"model.name={model}",
+        f"task.train_prompts={prompts}",
+        "train.learning_rate=1e-3",
+        f"train.num_generations={generations}",
+        f"train.max_new_tokens={tokens}",
+        f"train.fast_update={str(fast).lower()}",
+    ]
+    return load_study(REPO / "studies" / "smoke.yaml", overrides)
+
+
+def child_epoch(args: argparse.Namespace) -> dict:
+    """One epoch in one mode: epoch seconds, seconds per update, peak RSS, a rollout digest."""
+    from ratiotune.trainable import Trial
+
+    with tempfile.TemporaryDirectory() as tmp:
+        study = make_study(*args.shape, fast=args.mode == "fast", workdir=Path(tmp))
+        trial = Trial(study, {})
+    trainer = trial.trainer
+    update_seconds: list[float] = []
+    update = trainer._update_from_samples
+
+    def timed_update(*a, **kw):
+        start = time.perf_counter()
+        update(*a, **kw)
+        update_seconds.append(time.perf_counter() - start)
+
+    trainer._update_from_samples = timed_update
+    start, cpu_start = time.perf_counter(), time.process_time()
+    trainer.run_epoch()
+    epoch_seconds, epoch_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    rollouts = json.dumps(trainer.reward_func.take_groups())
+    return {
+        "epoch_s": epoch_seconds,
+        "epoch_cpu_s": epoch_cpu,
+        "update_s": statistics.mean(update_seconds),
+        "updates": len(update_seconds),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rollouts": hashlib.sha256(rollouts.encode()).hexdigest()[:12],
+        "nonfinite": trainer.nonfinite_losses,
+    }
+
+
+def child_grad(args: argparse.Namespace) -> dict:
+    """Stock and fast loss + backward on one real sampled group of agent 0: error and time."""
+    import torch
+    from comlrl.trainers.reinforce import MAGRPOTrainer
+
+    from ratiotune.magrpo import batched_policy_loss
+    from ratiotune.trainable import Trial
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trial = Trial(make_study(*args.shape, fast=True, workdir=Path(tmp)), {})
+    trainer = trial.trainer
+    trainer.reward_func.start_group()
+    # One prompt's step fills (not yet drains) the rollout buffers: rollout_buffer_size is 2.
+    trainer._train_step_returns(next(iter(trainer.get_train_dataloader()))[0])
+    sample = trainer.rollout_buffers[0][0]
+    # A group whose answers all got the same reward has zero advantages and zero gradients,
+    # which compare trivially; then score the same completions with returns 0, 1, 2, ...
+    flat = len(set(sample.returns)) == 1
+    returns = [float(i) for i in range(len(sample.returns))] if flat else list(sample.returns)
+    model = trainer.agents[0]
+    results = {}
+    for name, loss_fn in (("stock", MAGRPOTrainer._compute_loss_with_gradients), ("fast", batched_policy_loss)):
+        model.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        loss_fn(trainer, model, sample.completions_data, returns).backward()
+        seconds = time.perf_counter() - start
+        results[name] = (seconds, [p.grad.clone() for p in model.parameters()])
+    stock, fast = results["stock"][1], results["fast"][1]
+    per_tensor = [((f - s).norm() / s.norm()).item() for f, s in zip(fast, stock) if s.norm() > 0]
+    whole = (torch.cat([f.flatten() for f in fast]) - torch.cat([s.flatten() for s in stock])).norm()
+    return {
+        "max_rel_err": max(per_tensor),
+        "rel_err": (whole / torch.cat([s.flatten() for s in stock]).norm()).item(),
+        "stock_loss_s": results["stock"][0],
+        "fast_loss_s": results["fast"][0],
+        "completion_tokens": [len(c) for c in sample.completions_data["completion_input_ids"][0]],
+        "flat_returns": flat,
+    }
+
+
+def run_child(kind: str, shape: tuple, mode: str = "fast") -> dict:
+    model, n_prompts, generations, tokens, _ = shape
+    command = [sys.executable, __file__, "--child", kind, "--mode", mode,
+               "--shape", model, str(n_prompts), str(generations), str(tokens)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
+    if done.returncode != 0:
+        sys.exit(f"child {kind} {mode} {shape} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median(runs: list[dict], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def bench_config(name: str, shape: tuple) -> tuple[float, float]:
+    model, n_prompts, generations, tokens, repeats = shape
+    print(f"== {name}: {model}, {n_prompts} prompts x {generations} generations x {tokens} new tokens, "
+          f"{repeats} run(s) per mode, interleaved", flush=True)  # fmt: skip
+    runs: dict[str, list[dict]] = {"stock": [], "fast": []}
+    for r in range(repeats):
+        for mode in ("stock", "fast") if r % 2 == 0 else ("fast", "stock"):
+            runs[mode].append(run_child("epoch", shape, mode))
+            run = runs[mode][-1]
+            print(f"   run {r + 1} {mode:5s}: epoch {run['epoch_s']:7.2f} s (cpu {run['epoch_cpu_s']:7.2f} s), "
+                  f"update {run['update_s']:6.2f} s x {run['updates']}, peak RSS {run['peak_rss_mb']:6.0f} MB", flush=True)  # fmt: skip
+    grad = run_child("grad", shape)
+    same = len({run["rollouts"] for mode in runs for run in runs[mode]}) == 1
+    stock_epoch, fast_epoch = median(runs["stock"], "epoch_s"), median(runs["fast"], "epoch_s")
+    stock_update, fast_update = median(runs["stock"], "update_s"), median(runs["fast"], "update_s")
+    print(f"   update step  stock {stock_update:7.2f} s  fast {fast_update:7.2f} s  speedup {stock_update / fast_update:5.2f}x")
+    print(f"   whole epoch  stock {stock_epoch:7.2f} s  fast {fast_epoch:7.2f} s  speedup {stock_epoch / fast_epoch:5.2f}x")
+    print(f"   epoch cpu    stock {median(runs['stock'], 'epoch_cpu_s'):7.2f} s  fast {median(runs['fast'], 'epoch_cpu_s'):7.2f} s")
+    print(f"   peak RSS     stock {median(runs['stock'], 'peak_rss_mb'):7.0f} MB fast {median(runs['fast'], 'peak_rss_mb'):7.0f} MB")
+    print(f"   one loss+backward on the same sampled group ({len(grad['completion_tokens'])} x "
+          f"{max(grad['completion_tokens'])} tokens{', returns 0..G-1: the sampled ones were flat' if grad['flat_returns'] else ''}): stock {grad['stock_loss_s']:.2f} s, fast {grad['fast_loss_s']:.2f} s")  # fmt: skip
+    print(f"   grad rel err: whole {grad['rel_err']:.1e}, max per tensor {grad['max_rel_err']:.1e}; "
+          f"identical rollouts in every run: {'yes' if same else 'NO'}", flush=True)  # fmt: skip
+    return stock_epoch / fast_epoch, grad["max_rel_err"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer prompts/generations/repeats: < 5 min on a quiet 2-core machine")
+    parser.add_argument("--child", choices=["epoch", "grad"], help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=["stock", "fast"], default="fast", help=argparse.SUPPRESS)
+    parser.add_argument("--shape", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        import torch
+
+        torch.set_num_threads(1)
+        model, *sizes = args.shape
+        args.shape = (model, *map(int, sizes))
+        print(json.dumps((child_epoch if args.child == "epoch" else child_grad)(args)))
+        return
+    size = "quick" if args.quick else "full"
+    speedup, err = 0.0, 0.0
+    for name, shapes in CONFIGS.items():
+        speedup, err = bench_config(name, shapes[size])
+    print(f"epoch speedup {speedup:.2f}x on qwen-vocab (grad rel err {err:.1e})")
+
+
+if __name__ == "__main__":
+    main()
