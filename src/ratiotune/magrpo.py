@@ -22,6 +22,14 @@ from ratiotune.task import LengthRatioReward
 # The comlrl release whose internals this module was written and tested against.
 COMLRL_VERSION = "1.4.3"
 
+# What comlrl 1.4.3's _compute_loss_with_gradients returns in place of a NaN/inf loss.
+NONFINITE_STANDIN = float(torch.tensor(0.1))
+
+
+def is_nonfinite_sampling(exc: BaseException) -> bool:
+    """torch.multinomial's error (wrapped by comlrl) for a NaN/inf/negative distribution."""
+    return isinstance(exc, (ValueError, RuntimeError)) and "probability tensor contains" in str(exc)
+
 
 class RecordingReward:
     """The length-ratio reward that also remembers every (agent 1, agent 2) pair it scored.
@@ -50,9 +58,29 @@ class RecordingReward:
 
 
 class RatioMAGRPOTrainer(MAGRPOTrainer):
-    """MAGRPOTrainer that runs one epoch on request and counts generated tokens."""
+    """MAGRPOTrainer that runs one epoch on request and counts generated tokens and bad losses."""
 
     generated_tokens: int = 0
+    # Updates whose loss was NaN/inf. comlrl silently trains on 0.1 instead; the trial
+    # checks this after every epoch (trainable.Trial.divergence). A batched loss sets it too.
+    nonfinite_losses: int = 0
+    # Set by run_epoch when sampling from the agents failed on a NaN/inf distribution:
+    # weights that grew huge but finite overflow in the forward pass.
+    nonfinite_sampling: str | None = None
+
+    def _compute_loss_with_gradients(self, agent: Any, completions_data: Any, returns: Any) -> torch.Tensor:
+        loss = super()._compute_loss_with_gradients(agent, completions_data, returns)
+        # comlrl's stand-in for a NaN/inf loss is a fresh leaf tensor 0.1; a real loss has a grad_fn.
+        if loss.grad_fn is None and len(returns) and loss.item() == NONFINITE_STANDIN:
+            self.nonfinite_losses += 1
+        return loss
+
+    def first_nonfinite_parameter(self) -> str | None:
+        for agent_idx, agent in enumerate(self.agents):
+            for name, param in agent.named_parameters():
+                if not torch.isfinite(param).all():
+                    return f"agent {agent_idx} {name}"
+        return None
 
     def _generate_completions(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         output = super()._generate_completions(*args, **kwargs)
@@ -65,7 +93,16 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             agent.train()
         for batch in self.get_train_dataloader():
             self.reward_func.start_group()
-            self._train_step_returns(batch[0])
+            try:
+                self._train_step_returns(batch[0])
+            except (ValueError, RuntimeError) as exc:
+                if not is_nonfinite_sampling(exc):
+                    raise
+                self.nonfinite_sampling = str(exc)
+                return
+            # Stop at the first sign of divergence instead of training on.
+            if self.nonfinite_losses or self.first_nonfinite_parameter():
+                return
         # Flush partial buffers so every epoch ends at a clean, checkpointable boundary.
         self._drain_ready_buffers([i for i, buffer in enumerate(self.rollout_buffers) if buffer])
 

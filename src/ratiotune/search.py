@@ -94,16 +94,23 @@ def local_gpu_count() -> int:
     return torch.cuda.device_count()
 
 
-def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None = None):
-    """The Tuner for `study`, writing into experiment_dir (= storage_path / name)."""
+def make_trainable(study: Study):
+    """The trial function with the study bound and its resources: the same for search and resume."""
     from ray import tune
 
     from ratiotune.trainable import tune_trainable
 
-    trainable = tune.with_resources(
+    return tune.with_resources(
         tune.with_parameters(tune_trainable, study=study),
         {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
     )
+
+
+def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None = None):
+    """The Tuner for `study`, writing into experiment_dir (= storage_path / name)."""
+    from ray import tune
+
+    trainable = make_trainable(study)
     search = study.search
     callbacks = []
     if wandb is not None:
@@ -125,6 +132,8 @@ def build_tuner(study: Study, experiment_dir: Path, wandb: WandbSettings | None 
             checkpoint_score_attribute=search.metric,
             checkpoint_score_order=search.mode,
         ),
+        # A trial whose process dies restarts from its last checkpoint, up to max_failures times.
+        failure_config=tune.FailureConfig(max_failures=study.failure.max_failures),
         callbacks=callbacks,
         progress_reporter=progress_reporter(study),
         verbose=1,

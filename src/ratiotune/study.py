@@ -178,6 +178,15 @@ class ResourcesSpec(Strict):
 
 class CheckpointSpec(Strict):
     num_to_keep: int = Field(2, ge=1, description="Checkpoints kept per trial, best by the study metric.")
+    keep_best_trials: Optional[int] = Field(
+        None, ge=1, description="When the study ends, delete the checkpoints of all but the best K trials (None = keep all)."
+    )
+
+
+class FailureSpec(Strict):
+    max_failures: int = Field(
+        2, ge=0, description="Times a crashed trial is restarted from its last checkpoint before it is marked errored."
+    )
 
 
 class Study(Strict):
@@ -188,6 +197,7 @@ class Study(Strict):
     search: SearchSpec = SearchSpec()
     resources: ResourcesSpec = ResourcesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
+    failure: FailureSpec = FailureSpec()
 
     def hyperparameters(self, config: dict[str, Any]) -> dict[str, Any]:
         """The four searchable values for one trial: the trial's config over the study's fixed ones."""
