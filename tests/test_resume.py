@@ -54,7 +54,7 @@ def checkpoints(trial_dir: Path) -> list[Path]:
     return sorted(p for p in trial_dir.glob("checkpoint_*") if (p / "meta.json").is_file())
 
 
-def wait_for(condition, process: subprocess.Popen, log: Path, timeout: float = 240, what: str = "") -> None:
+def wait_for(condition, process: subprocess.Popen, log: Path, timeout: float = 900, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if process.poll() is not None:
@@ -178,7 +178,7 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
             "num_samples": 3,
             "max_concurrent_trials": 1,
             "sampler": "random",
-            # 1e9 blows the weights up within one update; seed 0 draws it for exactly one trial.
+            # 1e9 blows the weights up within one update; seed 0 draws it for trials 1 and 3.
             "space": {"learning_rate": {"type": "choice", "values": [1e-3, 1e9]}},
         },
     }
@@ -259,3 +259,41 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
     assert trial_epochs(experiment_dir)[first.name].count(1) == 1  # resumed, not restarted
     assert second.status == "errored" and second.error
     assert "errored trials: 1" in output
+
+
+# --------------------------------------------------------------------------- in-process checks (no Ray)
+
+
+def test_diverged_trial_stops_with_a_reason_and_writes_no_checkpoint(tiny_study):
+    from ratiotune.trainable import Trial
+
+    diverging = validate_study({**tiny_study, "train": {**tiny_study["train"], "learning_rate": 1e9}})
+    trial = Trial(diverging, {})
+    metrics = trial.run_epoch()
+    assert metrics["infeasible"] == 1 and "non-finite" in metrics["infeasible_reason"]
+    assert metrics["eval/in_range_fraction"] != metrics["eval/in_range_fraction"]  # NaN: never a score
+
+    healthy = Trial(validate_study(tiny_study), {}).run_epoch()
+    assert healthy["infeasible"] == 0 and 0.0 <= healthy["eval/in_range_fraction"] <= 1.0
+
+
+def test_a_checkpoint_cut_short_is_not_used(tiny_study, tmp_path):
+    from ratiotune.results import checkpoint_is_complete
+    from ratiotune.trainable import Trial
+
+    trial = Trial(validate_study(tiny_study), {})
+    checkpoint = tmp_path / "checkpoint_000000"
+    trial.save(checkpoint, {"eval/in_range_fraction": 0.5})
+    assert checkpoint_is_complete(checkpoint)
+    weights = next(checkpoint.glob("agent_0/*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:100])  # what a kill during Ray's copy leaves
+    assert not checkpoint_is_complete(checkpoint)
+    with pytest.raises(RuntimeError, match="incomplete"):
+        Trial(validate_study(tiny_study), {}).restore(checkpoint)
+
+
+def test_resume_refuses_a_folder_that_is_not_an_experiment(tmp_path, capsys):
+    from ratiotune.cli import main
+
+    assert main(["resume", str(tmp_path)]) == 2
+    assert "not a ratiotune experiment" in capsys.readouterr().err
