@@ -23,6 +23,10 @@ from ratiotune.study import validate_study
 
 EPOCHS = 4
 
+# Always a private Ray instance: a plain ray.init() joins any cluster already running on
+# this machine (/tmp/ray/ray_current_cluster), e.g. another test session's.
+LOCAL_RAY = {"RAY_ADDRESS": "local"}
+
 
 def start_cli(*args: str, log: Path) -> subprocess.Popen:
     """`ratiotune ARGS...` as the leader of its own process group (so killpg reaches Ray too)."""
@@ -32,6 +36,7 @@ def start_cli(*args: str, log: Path) -> subprocess.Popen:
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **LOCAL_RAY},
         start_new_session=True,
     )
 
@@ -142,7 +147,7 @@ def test_sigkill_driver_then_resume_loses_nothing(tiny_study, write_study, tmp_p
     assert {"torch", "transformers", "ray", "optuna", "comlrl", "ratiotune"} <= set(provenance["search"]["versions"])
     validate_study(__import__("yaml").safe_load((experiment_dir / "study.yaml").read_text()))
 
-    resumed = run_cli("resume", str(experiment_dir))
+    resumed = run_cli("resume", str(experiment_dir), env=LOCAL_RAY)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
 
     after = trial_epochs(experiment_dir)
@@ -163,7 +168,7 @@ def test_sigkill_driver_then_resume_loses_nothing(tiny_study, write_study, tmp_p
     assert holding == {best}
     assert "infeasible (diverged) trials: 0   errored trials: 0" in resumed.stdout
 
-    again = run_cli("resume", str(experiment_dir))
+    again = run_cli("resume", str(experiment_dir), env=LOCAL_RAY)
     assert again.returncode == 0 and "has finished" in again.stdout, again.stdout + again.stderr
 
 
@@ -196,7 +201,7 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
     assert driver.returncode not in (0, None), output[-3000:]
     assert f"ratiotune resume {experiment_dir}" in output.splitlines()[-1] or f"ratiotune resume {experiment_dir}" in output
 
-    resumed = run_cli("resume", str(experiment_dir))
+    resumed = run_cli("resume", str(experiment_dir), env=LOCAL_RAY)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     experiment = load_experiment(experiment_dir)
     assert len(experiment.trials) == 3
