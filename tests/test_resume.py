@@ -287,9 +287,14 @@ def test_a_checkpoint_cut_short_is_not_used(tiny_study, tmp_path):
     from ratiotune.trainable import Trial
 
     trial = Trial(validate_study(tiny_study), {})
-    checkpoint = tmp_path / "checkpoint_000000"
-    trial.save(checkpoint, {"eval/in_range_fraction": 0.5})
+    for epoch in range(2):  # the second save once failed to load: save_model mutated the config
+        trial.run_epoch()
+        checkpoint = tmp_path / f"checkpoint_00000{epoch}"
+        trial.save(checkpoint, {"eval/in_range_fraction": 0.5})
     assert checkpoint_is_complete(checkpoint)
+    fresh = Trial(validate_study(tiny_study), {})
+    fresh.restore(checkpoint)
+    assert fresh.epoch == 2
     weights = next(checkpoint.glob("agent_0/*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:100])  # what a kill during Ray's copy leaves
     assert not checkpoint_is_complete(checkpoint)

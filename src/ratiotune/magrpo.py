@@ -125,11 +125,24 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         models, optimizers, RNG and our epoch cursor; it loads with weights_only.
         """
         self._checkpoint_progress = {"kind": "magrpo", "epoch": int(epoch)}
+        self.stamp_configs()
         self.save_checkpoint(str(directory / "trainer_state"))
         self.save_model(str(directory))
 
+    def stamp_configs(self) -> None:
+        """Write into each agent's config what save_pretrained writes (dtype name, architectures).
+
+        comlrl fingerprints the model config in save_checkpoint and refuses a load whose
+        config differs; save_model (save_pretrained) mutates the live config, so without
+        this every checkpoint after the first one fails to load in a fresh process.
+        """
+        for agent in self.agents:
+            agent.config.dtype = str(agent.dtype).split(".")[1]
+            agent.config.architectures = [agent.__class__.__name__]
+
     def load_state(self, directory: Path) -> int:
         """Restore agents, optimizers and RNG; returns the number of completed epochs."""
+        self.stamp_configs()
         progress = self.load_checkpoint(str(directory / "trainer_state"))
         return int(progress.get("epoch", 0))
 
