@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from ratiotune import provenance
 from ratiotune.results import STUDY_FILE, Experiment, load_experiment
 from ratiotune.study import SEARCHABLE, Study, StudyError, load_study
 
@@ -22,6 +23,7 @@ EXIT_USAGE = 2
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)  # for provenance.json
     try:
         return args.func(args)
     except StudyError as exc:
@@ -55,6 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", type=Path, help="run folder (default: results/<study name>-train-<time>); never overwritten")
     add_wandb_flags(train)
     train.set_defaults(func=cmd_train)
+
+    resume = commands.add_parser(
+        "resume", help="continue an interrupted study (reads Ray's pickled state: only folders you trust)"
+    )
+    resume.add_argument("experiment", help="experiment folder, e.g. results/smoke")
+    resume.add_argument("--skip-errored", action="store_true", help="leave errored trials as they are instead of retrying them")
+    add_address_flag(resume)
+    resume.set_defaults(func=cmd_resume)
 
     best = commands.add_parser("best", help="print the best trial's config, metric and checkpoint")
     best.add_argument("experiment", help="experiment folder, e.g. results/smoke")
@@ -123,8 +133,20 @@ def cmd_search(args: argparse.Namespace) -> int:
     report, _ = memory.launch_report(study)
     print(report, flush=True)
     storage.write_text(experiment_dir, STUDY_FILE, study.to_yaml())
+    if not storage.is_uri(experiment_dir):
+        provenance.write(experiment_dir, args.argv)
     wandb = search.WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
-    grid = search.build_tuner(study, experiment_dir, wandb).fit()
+    return run_to_end(search.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
+
+
+def run_to_end(tuner, study: Study, experiment_dir) -> int:
+    """Fit; on an interruption print the one-line resume hint and exit non-zero."""
+    from ratiotune import resume, storage
+
+    finished, grid = resume.fit(tuner, study, experiment_dir)
+    if not finished:
+        print(resume.interrupted_hint(experiment_dir), file=sys.stderr)
+        return resume.EXIT_INTERRUPTED
     if storage.is_uri(experiment_dir):
         print_remote_summary(experiment_dir, grid, study)
     else:
@@ -176,6 +198,12 @@ def print_summary(experiment: Experiment, top: int = 5) -> None:
     metric, mode = study.search.metric, study.search.mode
     ranked = experiment.ranked()
     print(f"\nexperiment: {experiment.directory}  ({len(experiment.trials)} trials)")
+    for trial in experiment.trials:
+        if trial.status != "ok":
+            print(f"{trial.status}: {trial.name}: {trial.infeasible_reason or last_line(trial.error)}")
+    infeasible = sum(t.status == "infeasible" for t in experiment.trials)
+    errored = sum(t.status == "errored" for t in experiment.trials)
+    print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
     if not ranked:
         print(f"no trial reported {metric}")
         return
@@ -195,6 +223,11 @@ def print_summary(experiment: Experiment, top: int = 5) -> None:
     print(f"best config:     ratiotune best {experiment.directory}")
 
 
+def last_line(text: str | None) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
 def format_value(value) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -211,6 +244,25 @@ def cmd_train(args: argparse.Namespace) -> int:
     wandb = train.WandbRun(args.wandb_project, args.wandb_entity) if args.wandb else None
     train.train(study, args.output or train.default_output(study), wandb)
     return 0
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    experiment = load_experiment(Path(args.experiment).expanduser().resolve())
+    experiment_dir, study = experiment.directory, experiment.study
+
+    from ratiotune import resume, search
+
+    if resume.is_finished(experiment_dir):
+        print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials); nothing to resume")
+        return 0
+    start_ray(args.address)
+    search.check_resources(study, search.largest_node_gpus())
+    provenance.append_resume(experiment_dir, args.argv)
+    tuner = resume.restore_tuner(study, experiment_dir, retry_errored=not args.skip_errored)
+    return run_to_end(tuner, study, experiment_dir)
 
 
 # --------------------------------------------------------------------------- best

@@ -36,6 +36,14 @@ CONFIG_FIELDS = {
     "max_new_tokens": "max_new_tokens",
 }
 
+# What comlrl 1.4.3's _compute_loss_with_gradients returns in place of a NaN/inf loss.
+NONFINITE_STANDIN = float(torch.tensor(0.1))
+
+
+def is_nonfinite_sampling(exc: BaseException) -> bool:
+    """torch.multinomial's error (wrapped by comlrl) for a NaN/inf/negative distribution."""
+    return isinstance(exc, (ValueError, RuntimeError)) and "probability tensor contains" in str(exc)
+
 
 class RecordingReward:
     """The length-ratio reward that also remembers every (agent 1, agent 2) pair it scored.
@@ -66,16 +74,24 @@ class RecordingReward:
 class RatioMAGRPOTrainer(MAGRPOTrainer):
     """MAGRPOTrainer that runs one epoch on request, counts generated tokens and
     (with `fast_update`, the default) computes the policy-gradient loss batched.
-
-    `nonfinite_losses` counts per-sample losses that came out NaN/inf. comlrl would
-    silently replace such a loss by 0.1, hiding a diverged run; the fast path returns
-    the non-finite loss unchanged (so the update poisons the weights, as divergence
-    should) and both paths count it here, so a trial can stop when it grows.
     """
 
     generated_tokens: int = 0
-    nonfinite_losses: int = 0
     fast_update: bool = True
+    # Per-sample losses that came out NaN/inf. comlrl silently trains on 0.1 instead,
+    # hiding a diverged run; the fast path returns the non-finite loss unchanged and both
+    # paths count it here, so the trial stops (trainable.Trial.divergence).
+    nonfinite_losses: int = 0
+    # Set by run_epoch when sampling from the agents failed on a NaN/inf distribution:
+    # weights that grew huge but finite overflow in the forward pass.
+    nonfinite_sampling: str | None = None
+
+    def first_nonfinite_parameter(self) -> str | None:
+        for agent_idx, agent in enumerate(self.agents):
+            for name, param in agent.named_parameters():
+                if not torch.isfinite(param).all():
+                    return f"agent {agent_idx} {name}"
+        return None
 
     def _generate_completions(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         output = super()._generate_completions(*args, **kwargs)
@@ -88,7 +104,16 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             agent.train()
         for batch in self.get_train_dataloader():
             self.reward_func.start_group()
-            self._train_step_returns(batch[0])
+            try:
+                self._train_step_returns(batch[0])
+            except (ValueError, RuntimeError) as exc:
+                if not is_nonfinite_sampling(exc):
+                    raise
+                self.nonfinite_sampling = str(exc)
+                return
+            # Stop at the first sign of divergence instead of training on.
+            if self.nonfinite_losses or self.first_nonfinite_parameter():
+                return
         # Flush partial buffers so every epoch ends at a clean, checkpointable boundary.
         self._drain_ready_buffers([i for i, buffer in enumerate(self.rollout_buffers) if buffer])
 
@@ -101,7 +126,7 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         loss = super()._compute_loss_with_gradients(agent, completions_data, returns)
         # comlrl swaps a NaN/inf loss for a fresh constant 0.1 leaf; a real loss always has
         # a grad_fn, so this tells the two apart and still counts the divergence.
-        if loss.grad_fn is None and abs(loss.item() - 0.1) < 1e-6:
+        if loss.grad_fn is None and len(returns) and loss.item() == NONFINITE_STANDIN:
             self.nonfinite_losses += 1
         return loss
 
@@ -154,15 +179,20 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         models, optimizers, RNG and our epoch cursor; it loads with weights_only.
         """
         self._checkpoint_progress = {"kind": "magrpo", "epoch": int(epoch)}
+        self.stamp_configs()
         self.save_checkpoint(str(directory / "trainer_state"))
-        # save_pretrained stamps `architectures` and `dtype` into the live config of a
-        # model built in code (builtin:*). comlrl fingerprints that config in every
-        # checkpoint, so every checkpoint after the first would stop matching a freshly
-        # built trainer ("model or generation configuration does not match"). Undo it.
-        stamped = [(agent.config.architectures, agent.config.dtype) for agent in self.agents]
         self.save_model(str(directory))
-        for agent, (architectures, dtype) in zip(self.agents, stamped):
-            agent.config.architectures, agent.config.dtype = architectures, dtype
+
+    def stamp_configs(self) -> None:
+        """Write into each agent's config what save_pretrained writes (dtype name, architectures).
+
+        comlrl fingerprints the model config in save_checkpoint and refuses a load whose
+        config differs; save_model (save_pretrained) mutates the live config, so without
+        this every checkpoint after the first one fails to load in a fresh process.
+        """
+        for agent in self.agents:
+            agent.config.dtype = str(agent.dtype).split(".")[1]
+            agent.config.architectures = [agent.__class__.__name__]
 
     def load_state(self, directory: Path, saved_hyperparameters: dict[str, Any] | None = None) -> int:
         """Restore agents, optimizers and RNG; returns the number of completed epochs.
@@ -176,6 +206,7 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         from this trial's config; the learning rate lives in the optimizers too, and
         load_state_dict just restored the saved one, so set ours in every param group.
         """
+        self.stamp_configs()
         current = self.args
         if saved_hyperparameters:
             saved = {field: saved_hyperparameters[name] for name, field in CONFIG_FIELDS.items()}

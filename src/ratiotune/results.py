@@ -41,6 +41,20 @@ class TrialResult:
     ray_status: str | None = None
 
     @property
+    def infeasible_reason(self) -> str | None:
+        """Why the trial was stopped as diverged (its last row says), or None."""
+        last = self.rows[-1] if self.rows else {}
+        return str(last.get("infeasible_reason", "diverged")) if last.get("infeasible") == 1 else None
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "errored"
+        if self.infeasible_reason is not None:
+            return "infeasible"
+        return "ok"
+
+    @property
     def epochs(self) -> int:
         return max((int(row.get("epoch", 0)) for row in self.rows), default=0)
 
@@ -112,10 +126,11 @@ class Experiment:
     trials: list[TrialResult]
 
     def ranked(self, metric: str | None = None, mode: str | None = None) -> list[TrialResult]:
-        """Trials that reported `metric`, best first."""
+        """Trials that reported `metric`, best first. Diverged (infeasible) trials are left out:
+        their early scores came from a config that does not train."""
         metric = metric or self.study.search.metric
         mode = mode or self.study.search.mode
-        scored = [t for t in self.trials if t.best(metric, mode) is not None]
+        scored = [t for t in self.trials if t.infeasible_reason is None and t.best(metric, mode) is not None]
         return sorted(scored, key=lambda t: t.best(metric, mode), reverse=mode == "max")
 
 
@@ -200,6 +215,23 @@ def checkpoint_meta(path: Path) -> dict[str, Any]:
         return {}
 
 
+def checkpoint_is_complete(path: Path) -> bool:
+    """Every file meta.json lists exists with its recorded size.
+
+    meta.json is written last, but Ray copies a checkpoint into the trial folder file
+    by file in no set order, so a killed copy may leave any subset: the list decides.
+    Checkpoints from before the list was kept count as complete.
+    """
+    meta = checkpoint_meta(path)
+    if not meta:
+        return False
+    for name, size in meta.get("files", {}).items():
+        file = path / name
+        if not file.is_file() or file.stat().st_size != size:
+            return False
+    return True
+
+
 def is_experiment(path: Path) -> bool:
     return (path / STUDY_FILE).is_file()
 
@@ -244,23 +276,24 @@ def ray_trial_states(directory: Path) -> dict[str, str]:
 
 def load_trial(directory: Path) -> TrialResult:
     config = json.loads((directory / "params.json").read_text())
-    rows = []
+    rows: dict[Any, dict[str, Any]] = {}
     result_file = directory / "result.json"
     if result_file.is_file():
         for line in result_file.read_text().splitlines():
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except ValueError:
                 continue  # a line cut short by a killed driver
+            # A trial resumed from an older checkpoint than its last logged epoch logs those
+            # epochs again: the later row is the one the finished trial stands on.
+            rows[row.get("epoch", len(rows))] = row
     error_file = directory / "error.txt"
-    checkpoints = sorted(
-        p for p in directory.glob("checkpoint_*") if p.is_dir() and (p / "meta.json").is_file()
-    )
+    checkpoints = sorted(p for p in directory.glob("checkpoint_*") if p.is_dir() and checkpoint_is_complete(p))
     return TrialResult(
         name=directory.name,
         directory=directory,
         config=config,
-        rows=rows,
+        rows=list(rows.values()),
         error=error_file.read_text() if error_file.is_file() else None,
         checkpoints=checkpoints,
     )

@@ -183,6 +183,18 @@ def local_gpu_count() -> int:
     return torch.cuda.device_count()
 
 
+def make_trainable(study: Study):
+    """The trial function with the study bound and its resources: the same for search and resume."""
+    from ray import tune
+
+    from ratiotune.trainable import tune_trainable
+
+    return tune.with_resources(
+        tune.with_parameters(tune_trainable, study=study),
+        {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
+    )
+
+
 def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None):
     """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI)."""
     from ray import tune
@@ -190,13 +202,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     from ratiotune.storage import split_location
 
     storage_path, name = split_location(experiment_dir)
-
-    from ratiotune.trainable import tune_trainable
-
-    trainable = tune.with_resources(
-        tune.with_parameters(tune_trainable, study=study),
-        {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
-    )
+    trainable = make_trainable(study)
     search = study.search
     callbacks = []
     if wandb is not None:
@@ -216,7 +222,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         checkpoint_config=checkpoint_config(study),
         # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
         stop={"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None,
-        # A trial whose node dies (or that crashes) restarts from its latest checkpoint.
+        # A trial whose process dies (or its node) restarts from its latest checkpoint, up to max_failures times.
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,
         progress_reporter=progress_reporter(study),

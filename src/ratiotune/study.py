@@ -164,7 +164,7 @@ class SearchSpec(Strict):
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
     max_concurrent_trials: int = Field(2, ge=1)
     max_failures: int = Field(
-        2, ge=0, description="Times a failed trial (e.g. its node died) is restarted from its latest checkpoint."
+        2, ge=0, description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored."
     )
     sampler: Literal["tpe", "random", "qmc"] = "tpe"
     scheduler: SchedulerSpec = SchedulerSpec()
@@ -230,6 +230,9 @@ class ResourcesSpec(Strict):
 
 class CheckpointSpec(Strict):
     num_to_keep: int = Field(2, ge=1, description="Checkpoints kept per trial, best by the study metric.")
+    keep_best_trials: Optional[int] = Field(
+        None, ge=1, description="When the study ends, delete the checkpoints of all but the best K trials (None = keep all)."
+    )
 
 
 class Study(Strict):

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from ratiotune.magrpo import build_trainer
+from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
 from ratiotune.models import load_agents
-from ratiotune.study import Study
+from ratiotune.results import checkpoint_is_complete
+from ratiotune.study import TASK_METRICS, Study
 from ratiotune.task import batch_metrics, load_prompts
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
@@ -82,8 +83,28 @@ class Trial:
             f"train/{k}": v
             for k, v in batch_metrics(self.trainer.reward_func.take_groups(), task.target_min, task.target_max).items()
         }
-        start = time.perf_counter()
-        metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+        reason = self.divergence(metrics)
+        if reason is None:
+            start = time.perf_counter()
+            try:
+                eval_metrics = self.evaluate()
+            except (ValueError, RuntimeError) as exc:
+                if not is_nonfinite_sampling(exc):
+                    raise
+                reason = f"non-finite sampling distribution in eval ({exc})"
+        if reason is not None:
+            # A diverged model cannot be evaluated (sampling from NaN logits raises), and its
+            # score must not look like a result: NaN makes Optuna record the trial as failed.
+            self.epoch += 1
+            return {
+                **metrics,
+                **{f"eval/{k}": float("nan") for k in TASK_METRICS},
+                "epoch": self.epoch,
+                "system/epoch_seconds": train_seconds,
+                "infeasible": 1,
+                "infeasible_reason": reason,
+            }
+        metrics.update({f"eval/{k}": v for k, v in eval_metrics.items()})
         self.epoch += 1
         metrics.update(
             {
@@ -93,9 +114,28 @@ class Trial:
                 "system/tokens_per_second": tokens / train_seconds if train_seconds > 0 else 0.0,
                 # What the optimizer actually used: under PBT it follows the mutated config.
                 "system/optimizer_lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+                "infeasible": 0,
             }
         )
         return metrics
+
+    def divergence(self, metrics: dict[str, Any]) -> str | None:
+        """Why this trial has diverged, or None. Checked after every epoch.
+
+        comlrl replaces a non-finite loss by the constant 0.1 and trains on, so a
+        diverged trial would never error by itself; it would waste its whole budget.
+        """
+        if self.trainer.nonfinite_losses:
+            return f"non-finite loss in {self.trainer.nonfinite_losses} update(s) (comlrl replaces it by 0.1)"
+        if self.trainer.nonfinite_sampling:
+            return f"non-finite sampling distribution ({self.trainer.nonfinite_sampling})"
+        parameter = self.trainer.first_nonfinite_parameter()
+        if parameter is not None:
+            return f"non-finite parameters ({parameter})"
+        for name, value in metrics.items():
+            if name.startswith("train/") and not np.isfinite(value):
+                return f"non-finite {name}: {value}"
+        return None
 
     def evaluate(self, samples_per_prompt: int | None = None, prompts: list[str] | None = None) -> dict[str, float]:
         """The fixed eval protocol: the same seeded number of answer pairs per held-out prompt.
@@ -116,14 +156,21 @@ class Trial:
         return batch_metrics(groups, self.study.task.target_min, self.study.task.target_max)
 
     def save(self, directory: Path, metrics: dict[str, Any] | None = None) -> None:
-        """agent_0/, agent_1/ (HF format), trainer_state/ (resume) and meta.json (plain facts)."""
+        """agent_0/, agent_1/ (HF format), trainer_state/ (resume) and meta.json (plain facts).
+
+        meta.json lists every file with its size, so a checkpoint cut short while Ray
+        copied it into the experiment folder is recognisable (see checkpoint_is_complete).
+        """
         directory.mkdir(parents=True, exist_ok=True)
         self.trainer.save_state(directory, self.epoch)
-        meta = {"epoch": self.epoch, "hyperparameters": self.hyperparameters, "metrics": metrics or {}}
+        files = {str(p.relative_to(directory)): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file()}
+        meta = {"epoch": self.epoch, "hyperparameters": self.hyperparameters, "metrics": metrics or {}, "files": files}
         (directory / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def restore(self, directory: Path) -> None:
         """Continue from a checkpoint, possibly another trial's (PBT): this trial's config wins."""
+        if not checkpoint_is_complete(directory):
+            raise RuntimeError(f"checkpoint {directory} is incomplete (files missing or cut short); not resuming from it")
         saved = json.loads((directory / "meta.json").read_text())["hyperparameters"]
         self.epoch = self.trainer.load_state(directory, saved_hyperparameters=saved)
 
@@ -157,6 +204,10 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
             trial.restore(Path(directory))
     while trial.epoch < end_epoch:
         metrics = trial.run_epoch()
+        if metrics["infeasible"]:
+            # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
+            tune.report(metrics)
+            return
         with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
             trial.save(Path(tmp), metrics)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))

@@ -1,0 +1,112 @@
+"""Nothing lost: run a study so that an interruption can be resumed, resume it, bound its disk.
+
+How each fault is covered:
+- Ctrl-C / SIGTERM on the driver: Ray Tune's own SIGINT handler stops the trials and saves
+  the experiment state; SIGTERM is turned into that same SIGINT. The command then exits
+  EXIT_INTERRUPTED with a one-line `ratiotune resume <dir>` hint.
+- SIGKILL of the driver: Ray rewrites the experiment state whenever a trial saves a
+  checkpoint (num_to_keep is always set), so the last saved state names only checkpoints
+  that exist; `resume` continues from it.
+- A crashed trial: FailureConfig(max_failures) restarts it from its last checkpoint.
+- A study that ends writes FINISHED_FILE (plain JSON), so `resume` knows without unpickling.
+
+`restore_tuner` is the only code in ratiotune that reads Ray's pickled state (tuner.pkl,
+trainable.pkl): use `resume` only on experiment folders you trust.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+from ratiotune.results import Experiment, load_experiment
+from ratiotune.storage import is_uri
+from ratiotune.study import Study
+
+FINISHED_FILE = "finished.json"
+EXIT_INTERRUPTED = 130  # the shell's code for "stopped by Ctrl-C"
+
+
+def is_finished(experiment_dir: Path) -> bool:
+    return (experiment_dir / FINISHED_FILE).is_file()
+
+
+def fit(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any]:
+    """Run the tuner to the end or to an interruption: (every trial has ended, Ray's ResultGrid).
+
+    Ray counts a study as done when all num_samples trials are terminated or errored;
+    after Ray's SIGINT handling, fit() returns normally with the others still pending.
+    """
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint)
+    try:
+        grid = tuner.fit()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    ended = grid.num_terminated + grid.num_errors
+    if ended < study.search.num_samples:
+        return False, grid
+    if is_uri(experiment_dir):
+        return True, grid  # remote storage: Ray's own files only; pruning needs a local folder
+    experiment = load_experiment(experiment_dir)
+    freed = prune_checkpoints(experiment, study.checkpoint.keep_best_trials)
+    counts = {status: sum(t.status == status for t in experiment.trials) for status in ("ok", "infeasible", "errored")}
+    (experiment_dir / FINISHED_FILE).write_text(json.dumps({"trials": counts, "checkpoint_bytes_freed": freed}, indent=2) + "\n")
+    return True, grid
+
+
+def _sigterm_as_sigint(signum: int, frame: Any) -> None:
+    # Ray Tune only listens for SIGINT; a preempted node or `kill` sends SIGTERM.
+    signal.raise_signal(signal.SIGINT)
+
+
+def interrupted_hint(experiment_dir: Path) -> str:
+    return f"ratiotune: interrupted; the study is saved. Continue it with: ratiotune resume {experiment_dir}"
+
+
+def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool, wandb: Any = None):
+    """Tuner.restore with the trainable rebuilt from the experiment's own study.yaml.
+
+    Unpickles Ray's experiment state: only for folders you trust. Errored trials are
+    continued from their last checkpoint (retry_errored) or left as they are.
+    """
+    from ray import tune
+
+    from ratiotune.search import make_trainable
+
+    if not tune.Tuner.can_restore(str(experiment_dir)):
+        from ratiotune.study import StudyError
+
+        raise StudyError(f"{experiment_dir}: no Ray experiment state to resume from (the study never started a trial?)")
+    return tune.Tuner.restore(
+        str(experiment_dir),
+        trainable=make_trainable(study),
+        resume_unfinished=True,
+        resume_errored=retry_errored,
+        restart_errored=False,
+    )
+
+
+def checkpoint_bytes(trial_dir: Path) -> int:
+    return sum(f.stat().st_size for c in trial_dir.glob("checkpoint_*") for f in c.rglob("*") if f.is_file())
+
+
+def prune_checkpoints(experiment: Experiment, keep_best_trials: int | None) -> int:
+    """Delete the checkpoints of all but the best K trials; returns the bytes freed.
+
+    Runs only when the study has ended: until then Ray's state may still need them.
+    """
+    if keep_best_trials is None:
+        return 0
+    keep = {t.name for t in experiment.ranked()[:keep_best_trials]}
+    freed = 0
+    for trial in experiment.trials:
+        if trial.name in keep:
+            continue
+        for checkpoint in trial.directory.glob("checkpoint_*"):
+            if checkpoint.is_dir():
+                freed += sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file())
+                shutil.rmtree(checkpoint)
+    return freed
