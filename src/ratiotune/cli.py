@@ -134,6 +134,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(report, flush=True)
     storage.write_text(experiment_dir, STUDY_FILE, study.to_yaml())
     if not storage.is_uri(experiment_dir):
+        experiment_dir = Path(experiment_dir)
         provenance.write(experiment_dir, args.argv)
     wandb = search.WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
     return run_to_end(search.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
