@@ -123,13 +123,6 @@ def test_trial_given_a_gpu_without_cuda_fails_at_once(two_nodes, tiny_study, wri
     assert not trial_rows(tmp_path / "results" / "tiny").get(errors[0].parent.name)  # not a single epoch ran
 
 
-@pytest.mark.xfail(
-    reason="Seen on the dev machine: after the worker is removed, Ray restarts its trial on the head, but "
-    "comlrl's load_checkpoint refuses the checkpoint ('Checkpoint agents model or generation configuration "
-    "does not match'), so the trial errors; a checkpoint saved and loaded in two plain processes restores fine. "
-    "Resume path (issue 3) to fix.",
-    strict=False,
-)
 def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_study, write_study, tmp_path):
     cluster, (worker,) = new_cluster(2)
     try:

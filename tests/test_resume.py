@@ -205,10 +205,10 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     experiment = load_experiment(experiment_dir)
     assert len(experiment.trials) == 3
-    statuses = sorted(t.status for t in experiment.trials)
-    assert "infeasible" in statuses and "ok" in statuses, statuses
+    statuses = sorted(t.status(EPOCHS) for t in experiment.trials)
+    assert "infeasible" in statuses and "finished" in statuses, statuses
     for trial in experiment.trials:
-        if trial.status == "ok":
+        if trial.status(EPOCHS) == "finished":
             assert trial.epochs == EPOCHS
         else:
             assert trial.config["learning_rate"] == 1e9
@@ -265,9 +265,9 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
 
     experiment = load_experiment(experiment_dir)
     first, second = sorted(experiment.trials, key=lambda t: (t.directory / "params.json").stat().st_mtime)
-    assert first.status == "ok" and first.epochs == EPOCHS
+    assert first.status(EPOCHS) == "finished" and first.epochs == EPOCHS
     assert trial_epochs(experiment_dir)[first.name].count(1) == 1  # resumed, not restarted
-    assert second.status == "errored" and second.error
+    assert second.status(EPOCHS) == "errored" and second.error
     assert "errored trials: 1" in output
 
 

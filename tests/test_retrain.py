@@ -85,11 +85,6 @@ def test_final_config_is_a_study_that_fixes_the_winner(retrained):
     assert study.train.epochs == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="comlrl 1.4.3 load_checkpoint into a fresh trainer raises 'Checkpoint agents model or generation "
-    "configuration does not match' (seen 2026-12-02; Trial.restore path, not retrain-specific)",
-)
 def test_from_checkpoint_continues_at_the_checkpoints_epoch(experiment):
     best = load_experiment(experiment).ranked()[0]
     start = best.best_checkpoint("eval/in_range_fraction", "max")

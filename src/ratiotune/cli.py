@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ratiotune import provenance
-from ratiotune.results import STUDY_FILE, Experiment, load_experiment
+from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, load_experiment
 from ratiotune.study import SEARCHABLE, Study, StudyError, load_study
 
 EXIT_USAGE = 2
@@ -199,11 +199,12 @@ def print_summary(experiment: Experiment, top: int = 5) -> None:
     metric, mode = study.search.metric, study.search.mode
     ranked = experiment.ranked()
     print(f"\nexperiment: {experiment.directory}  ({len(experiment.trials)} trials)")
+    statuses = {trial.name: trial.status(study.train.epochs) for trial in experiment.trials}
     for trial in experiment.trials:
-        if trial.status != "ok":
-            print(f"{trial.status}: {trial.name}: {trial.infeasible_reason or last_line(trial.error)}")
-    infeasible = sum(t.status == "infeasible" for t in experiment.trials)
-    errored = sum(t.status == "errored" for t in experiment.trials)
+        if statuses[trial.name] in (ERRORED, INFEASIBLE):
+            print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or last_line(trial.error)}")
+    infeasible = sum(status == INFEASIBLE for status in statuses.values())
+    errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
     if not ranked:
         print(f"no trial reported {metric}")

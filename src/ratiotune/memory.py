@@ -70,7 +70,7 @@ class Estimate:
         return self.weights + self.gradients + self.optimizer + max(self.update_activations, self.generation) + self.cuda_context
 
     def describe(self) -> str:
-        g = lambda n: f"{n / GIB:.2f}"  # noqa: E731
+        g = lambda n: f"{n / GIB:.3g}"  # noqa: E731  (3 significant digits: tiny models are ~0.001 GiB)
         return (
             f"weights {g(self.weights)} + gradients {g(self.gradients)} + AdamW {g(self.optimizer)} GiB, "
             f"then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
@@ -116,7 +116,7 @@ def trials_per_gpu(gpu: float) -> int:
 def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_name: str = "") -> tuple[str, bool]:
     """A line about the chosen packing and whether it overflows the GPU (True = warn)."""
     if gpu == 0:
-        return f"packing: resources.gpu=0 -> trials run on CPU ({per_trial.total / GIB:.2f} GiB of host memory each)", False
+        return f"packing: resources.gpu=0 -> trials run on CPU ({per_trial.total / GIB:.3g} GiB of host memory each)", False
     if gpu >= 2:
         # One agent per GPU: each GPU holds half of everything but the whole CUDA context.
         per_gpu = (per_trial.total - per_trial.cuda_context) / 2 + per_trial.cuda_context

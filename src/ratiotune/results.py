@@ -41,20 +41,6 @@ class TrialResult:
     ray_status: str | None = None
 
     @property
-    def infeasible_reason(self) -> str | None:
-        """Why the trial was stopped as diverged (its last row says), or None."""
-        last = self.rows[-1] if self.rows else {}
-        return str(last.get("infeasible_reason", "diverged")) if last.get("infeasible") == 1 else None
-
-    @property
-    def status(self) -> str:
-        if self.error is not None:
-            return "errored"
-        if self.infeasible_reason is not None:
-            return "infeasible"
-        return "ok"
-
-    @property
     def epochs(self) -> int:
         return max((int(row.get("epoch", 0)) for row in self.rows), default=0)
 

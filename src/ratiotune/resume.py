@@ -22,7 +22,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ratiotune.results import Experiment, load_experiment
+from ratiotune.results import STATUSES, Experiment, load_experiment
 from ratiotune.storage import is_uri
 from ratiotune.study import Study
 
@@ -52,7 +52,8 @@ def fit(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any
         return True, grid  # remote storage: Ray's own files only; pruning needs a local folder
     experiment = load_experiment(experiment_dir)
     freed = prune_checkpoints(experiment, study.checkpoint.keep_best_trials)
-    counts = {status: sum(t.status == status for t in experiment.trials) for status in ("ok", "infeasible", "errored")}
+    statuses = [t.status(study.train.epochs) for t in experiment.trials]
+    counts = {status: statuses.count(status) for status in STATUSES}
     (experiment_dir / FINISHED_FILE).write_text(json.dumps({"trials": counts, "checkpoint_bytes_freed": freed}, indent=2) + "\n")
     return True, grid
 
