@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from ratiotune.memory import GIB, study_estimate
+from ratiotune.results import max_overlap
 from ratiotune.study import Study, validate_study
 
 PROMPTS = [
@@ -114,15 +115,6 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path) -> dict:
         "reserved_gib": max(f["peak_reserved_gib"].max() for f in frames),
         "estimate_gib": study_estimate(study)[0].total / GIB,
     }
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    running = best = 0
-    for _, step in events:
-        running += step
-        best = max(best, running)
-    return best
 
 
 def main() -> None:

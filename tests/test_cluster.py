@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from ratiotune.placement import PlacementError, choose_devices
+from ratiotune.results import max_overlap
 
 # --------------------------------------------------------------------------- helpers
 
@@ -42,15 +43,6 @@ def trial_rows(experiment: Path) -> dict[str, list[dict]]:
 def busy_intervals(rows: dict[str, list[dict]]) -> list[tuple[float, float]]:
     """(start, end) per trial, from the first report's timestamp minus its duration to the last report."""
     return [(r[0]["timestamp"] - r[0]["time_this_iter_s"], r[-1]["timestamp"]) for r in rows.values() if r]
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: (e[0], e[1]))
-    running = best = 0
-    for _, step in events:
-        running += step
-        best = max(best, running)
-    return best
 
 
 # --------------------------------------------------------------------------- device choice (pure)

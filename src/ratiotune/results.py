@@ -285,5 +285,15 @@ def load_trial(directory: Path) -> TrialResult:
     )
 
 
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one time: how many trials ran at once, from their (start, end) times."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = best = 0
+    for _, step in events:
+        running += step
+        best = max(best, running)
+    return best
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
