@@ -118,7 +118,10 @@ def test_trial_given_a_gpu_without_cuda_fails_at_once(two_nodes, tiny_study, wri
 def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_study, write_study, tmp_path):
     cluster, (worker,) = new_cluster(2)
     try:
-        tiny_study["train"]["epochs"] = 4
+        # Enough epochs that neither trial can finish in the moment between our poll and the
+        # node's removal (a tiny epoch takes ~1 s on a quiet machine; 4 epochs raced).
+        epochs = 10
+        tiny_study["train"]["epochs"] = epochs
         tiny_study["search"].update(num_samples=2, max_concurrent_trials=2, max_failures=2)
         experiment = tmp_path / "results" / "tiny"
         process = subprocess.Popen(
@@ -136,7 +139,7 @@ def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_
             time.sleep(0.2)
         else:
             pytest.fail("the two trials never both reported an epoch")
-        assert all(len(r) < 4 for r in trial_rows(experiment).values()), "a trial finished before the node went"
+        assert all(len(r) < epochs for r in trial_rows(experiment).values()), "a trial finished before the node went"
         cluster.remove_node(worker, allow_graceful=False)
         # Ray notices the dead node after missed health checks (~30 s), then the trial restarts.
         output, _ = process.communicate(timeout=400)
@@ -145,12 +148,12 @@ def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_
         cluster.shutdown()
     rows = trial_rows(experiment)
     seen = [[(x["epoch"], x["pid"], x["iterations_since_restore"]) for x in r] for r in rows.values()]
-    assert all(r[-1]["epoch"] == 4 for r in rows.values()), seen
+    assert all(r[-1]["epoch"] == epochs for r in rows.values()), seen
     # The worker's trial reported from two processes (it was restarted on the head) and its
     # epochs never repeat: it went on from its checkpoint instead of starting over.
     restarted = [r for r in rows.values() if len({row["pid"] for row in r}) > 1]
     assert len(restarted) == 1, (seen, output[-3000:])
-    assert [row["epoch"] for row in restarted[0]] == [1, 2, 3, 4], seen
+    assert [row["epoch"] for row in restarted[0]] == list(range(1, epochs + 1)), seen
 
 
 # --------------------------------------------------------------------------- fractional GPUs
