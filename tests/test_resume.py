@@ -55,6 +55,18 @@ def trial_epochs(experiment_dir: Path) -> dict[str, list[int]]:
     return epochs
 
 
+def latest_row_pid(trial_dir: Path) -> int | None:
+    """The pid Ray recorded in the trial's last complete result.json row."""
+    pid = None
+    result = trial_dir / "result.json"
+    for line in result.read_text().splitlines() if result.is_file() else []:
+        try:
+            pid = int(json.loads(line)["pid"])
+        except (ValueError, KeyError):
+            pass  # a row still being written
+    return pid
+
+
 def checkpoints(trial_dir: Path) -> list[Path]:
     return sorted(p for p in trial_dir.glob("checkpoint_*") if (p / "meta.json").is_file())
 
@@ -218,11 +230,6 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
     assert f"infeasible (diverged) trials: {infeasible}" in resumed.stdout
 
 
-@pytest.mark.xfail(
-    reason="test race, not a product failure: the kill meant for trial 2 also hits trial 1's worker, "
-    "which is still exiting after its last epoch; pick the worker by trial id (TODO)",
-    strict=False,
-)
 def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path):
     """A trial process killed once restarts from its checkpoint; one killed on every try is errored."""
     study = {
@@ -238,17 +245,21 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
     killed: list[int] = []
 
     def kill_running_trial_after_a_checkpoint(trial_index: int) -> bool:
-        """Once trial number `trial_index` (by start order) has a checkpoint, SIGKILL its worker."""
+        """Once trial number `trial_index` (by start order) has a checkpoint, SIGKILL its worker.
+
+        The worker is the process that wrote the trial's latest result row (Ray stamps each row
+        with its pid): killing every worker under the driver could also hit the previous trial's,
+        still exiting after its last epoch.
+        """
         trials = sorted(experiment_dir.glob("trial_*/params.json"), key=lambda p: p.stat().st_mtime)
         trials = [p.parent for p in trials]
         if len(trials) <= trial_index or not checkpoints(trials[trial_index]):
             return False
-        workers = [pid for pid in trial_workers(driver.pid) if pid not in killed]
-        if not workers:
-            return False
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+        pid = latest_row_pid(trials[trial_index])
+        if pid is None or pid in killed or pid not in trial_workers(driver.pid):
+            return False  # no row yet from a live worker of this try
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
         return True
 
     try:

@@ -195,8 +195,12 @@ def make_trainable(study: Study):
     )
 
 
-def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None):
-    """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI)."""
+def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None, stop=None):
+    """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI).
+
+    `stop` (a ray.tune.Stopper) ends the study early; bench/search_quality.py uses it to stop
+    a search at a budget of trial-epochs. The CLI never passes one.
+    """
     from ray import tune
 
     from ratiotune.storage import split_location
@@ -221,11 +225,13 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         storage_path=storage_path,
         checkpoint_config=checkpoint_config(study),
         # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
-        stop={"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None,
+        stop=stop or ({"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None),
         # A trial whose process dies (or its node) restarts from its latest checkpoint, up to max_failures times.
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,
-        progress_reporter=progress_reporter(study),
+        # A stopper can end trials before their first report; Ray's metric sort then fails on
+        # their missing value (TypeError in progress_reporter), so the table is unsorted then.
+        progress_reporter=progress_reporter(study, sort_by_metric=stop is None),
         verbose=1,
     )
     pbt = search.scheduler.type == "pbt"
@@ -245,7 +251,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     return tune.Tuner(trainable, param_space=param_space(study), tune_config=tune_config, run_config=run_config)
 
 
-def progress_reporter(study: Study):
+def progress_reporter(study: Study, sort_by_metric: bool = True):
     """Ray's classic trial table (our cli sets RAY_AIR_NEW_OUTPUT=0 so it is used)."""
     from ray.tune import CLIReporter
 
@@ -253,5 +259,5 @@ def progress_reporter(study: Study):
         parameter_columns=[name for name in SEARCHABLE if name in study.search.space],
         metric_columns=PROGRESS_METRICS,
         max_report_frequency=30,
-        sort_by_metric=True,
+        sort_by_metric=sort_by_metric,
     )
