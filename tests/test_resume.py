@@ -232,10 +232,13 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
 
 def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path):
     """A trial process killed once restarts from its checkpoint; one killed on every try is errored."""
+    # 8 epochs: on a quiet machine a tiny epoch takes ~1 s, and a restarted trial with only
+    # one or two epochs left finished before the second kill could reach it.
+    epochs = 8
     study = {
         **tiny_study,
         "name": "crashes",
-        "train": {**tiny_study["train"], "epochs": EPOCHS},
+        "train": {**tiny_study["train"], "epochs": epochs},
         "search": {**tiny_study["search"], "num_samples": 2, "max_concurrent_trials": 1, "max_failures": 1},
     }
     storage = tmp_path / "results"
@@ -243,6 +246,7 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
     driver = start_cli("search", str(write_study(study)), "--storage", str(storage), log=log)
     experiment_dir = storage / "crashes"
     killed: list[int] = []
+    started: list[Path] = []
 
     def kill_running_trial_after_a_checkpoint(trial_index: int) -> bool:
         """Once trial number `trial_index` (by start order) has a checkpoint, SIGKILL its worker.
@@ -251,8 +255,11 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
         with its pid): killing every worker under the driver could also hit the previous trial's,
         still exiting after its last epoch.
         """
-        trials = sorted(experiment_dir.glob("trial_*/params.json"), key=lambda p: p.stat().st_mtime)
-        trials = [p.parent for p in trials]
+        # Start order = the order their folders first appeared (one trial runs at a time). Not
+        # params.json's mtime: Ray rewrites it when a trial restarts, which reorders them.
+        new = [p.parent for p in sorted(experiment_dir.glob("trial_*/params.json"), key=lambda p: p.stat().st_mtime)]
+        started.extend(t for t in new if t not in started)
+        trials = started
         if len(trials) <= trial_index or not checkpoints(trials[trial_index]):
             return False
         pid = latest_row_pid(trials[trial_index])
@@ -275,14 +282,33 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
     assert driver.returncode == 0, output[-3000:]
 
     experiment = load_experiment(experiment_dir)
-    first, second = sorted(experiment.trials, key=lambda t: (t.directory / "params.json").stat().st_mtime)
-    assert first.status(EPOCHS) == "finished" and first.epochs == EPOCHS
+    by_name = {t.name: t for t in experiment.trials}
+    first, second = (by_name[t.name] for t in started)
+    assert first.status(epochs) == "finished" and first.epochs == epochs
     assert trial_epochs(experiment_dir)[first.name].count(1) == 1  # resumed, not restarted
-    assert second.status(EPOCHS) == "errored" and second.error
+    assert second.status(epochs) == "errored" and second.error
     assert "errored trials: 1" in output
 
 
 # --------------------------------------------------------------------------- in-process checks (no Ray)
+
+
+def test_a_trial_ray_gave_up_on_is_errored_even_if_ray_still_lists_it_running(tmp_path):
+    """Ray's last experiment_state can list a trial that failed its final try as RUNNING (seen
+    in test_crashed_trial_is_retried_then_errored); error.txt's failure count decides."""
+    from ratiotune.results import ERRORED, FINISHED, UNFINISHED, TrialResult
+
+    def failures(n: int) -> str:
+        return "".join(f"Failure # {i} (occurred at 2026-12-02_21-43-4{i})\nRayActorError\n\n" for i in range(1, n + 1))
+
+    def trial(error: str | None) -> TrialResult:
+        rows = [{"epoch": 1}, {"epoch": 2}]
+        return TrialResult("t", tmp_path, {}, rows, error=error, ray_status="RUNNING", max_failures=1)
+
+    assert trial(failures(2)).status(8) == ERRORED  # 1 retry allowed, 2 failures: Ray gave up
+    assert trial(failures(1)).status(8) == UNFINISHED  # retried once and running again
+    assert trial(None).status(8) == UNFINISHED
+    assert trial(failures(2)).status(2) == FINISHED  # reached its epochs, whatever came before
 
 
 def test_diverged_trial_stops_with_a_reason_and_writes_no_checkpoint(tiny_study):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ class TrialResult:
     checkpoints: list[Path] = field(default_factory=list)
     # Ray's own status from experiment_state-*.json (TERMINATED, ERROR, RUNNING, PENDING, PAUSED), if any.
     ray_status: str | None = None
+    # The study's search.max_failures: Ray restarts a trial that many times, then gives up.
+    max_failures: int | None = None
+
+    @property
+    def failures(self) -> int:
+        """Failures Ray recorded for this trial (error.txt holds one "Failure # N" entry each)."""
+        return len(re.findall(r"^Failure # \d+", self.error or "", flags=re.MULTILINE))
 
     @property
     def epochs(self) -> int:
@@ -92,6 +100,10 @@ class TrialResult:
             return INFEASIBLE
         if self.epochs >= target_epochs:
             return FINISHED
+        # Ray gave up on it. Checked before Ray's status: the state file Ray writes as the study
+        # ends can still list a trial that failed its last try at the very end as RUNNING.
+        if self.max_failures is not None and self.failures > self.max_failures:
+            return ERRORED
         if self.ray_status in ("RUNNING", "PENDING", "PAUSED"):
             return UNFINISHED
         if self.error is not None or self.ray_status == "ERROR":
@@ -233,6 +245,7 @@ def load_experiment(path: str | Path) -> Experiment:
     states = ray_trial_states(directory)
     for trial in trials:
         trial.ray_status = states.get(trial.name)
+        trial.max_failures = study.search.max_failures
     return Experiment(directory, study, trials)
 
 
