@@ -102,6 +102,7 @@ class TrialResult:
             return FINISHED
         # Ray gave up on it. Checked before Ray's status: the state file Ray writes as the study
         # ends can still list a trial that failed its last try at the very end as RUNNING.
+        # (A trial `resume` retries reads errored until it reaches its epochs.)
         if self.max_failures is not None and self.failures > self.max_failures:
             return ERRORED
         if self.ray_status in ("RUNNING", "PENDING", "PAUSED"):
