@@ -51,6 +51,8 @@ def tiny_study_dict(prompt_dir: Path, **sections) -> dict:
         },
         "resources": {"cpu": 1, "gpu": 0},
         "checkpoint": {"num_to_keep": 1},
+        # Off unless a test races: a race trains several more runs per study (tests/test_race.py).
+        "race": {"enabled": False},
     }
     for key, value in sections.items():
         study[key] = {**study.get(key, {}), **value} if isinstance(value, dict) else value

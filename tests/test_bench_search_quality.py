@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ratiotune.study import validate_study
 
@@ -21,22 +22,19 @@ def bench():
     return module
 
 
-def test_method_studies_validate_and_spend_the_budget(bench):
-    budget = 32
-    studies = {m: validate_study(bench.method_study(m, seed=1, budget=budget, epochs=None)) for m in bench.METHODS}
-    seed_config = studies["seed-config"]
-    assert seed_config.search.space == {} and seed_config.train.epochs == budget
-    assert (seed_config.train.learning_rate, seed_config.train.num_generations, seed_config.train.max_new_tokens) == (5e-5, 8, 32)
-    random = studies["random"]
+def test_method_studies_validate_and_differ_from_smoke_only_where_the_method_says(bench):
+    smoke = validate_study(yaml.safe_load((REPO / "studies" / "smoke.yaml").read_text()))
+    default = validate_study(bench.method_study("default", seed=1, epochs=None))
+    assert default.train.seed == 100 and default.race == smoke.race and default.search == smoke.search
+    random = validate_study(bench.method_study("random", seed=1, epochs=8, budget=250))
     assert random.search.sampler == "random" and random.search.scheduler.type == "fifo"
-    assert random.search.num_samples * random.train.epochs >= budget
-    assert studies["qmc"].search.sampler == "qmc"
-    for method in ("default", "qmc"):
-        # Enough trials that ASHA's early stops still leave the budget spent.
-        assert studies[method].search.num_samples * studies[method].train.epochs > budget
-    assert all(s.train.seed == 1 for s in studies.values())
+    assert not random.race.enabled and random.baseline() is None
+    # Equal compute: as many whole trials as the default's trial-epochs allow.
+    assert random.search.num_samples == 250 // 8 and random.train.epochs == 8
+    assert random.search.space == smoke.search.space
 
 
-def test_best_so_far_value_at_budget(bench):
-    assert bench.value_at([0.0, 0.2, 0.2, 0.5], 2) == 0.2
-    assert bench.value_at([0.0, 0.2], 5) == 0.2  # a run that spent less keeps its final best
+def test_retrain_seeds_are_fresh_for_every_search_and_race(bench):
+    smoke = validate_study(bench.smoke_study(0, None))
+    race_seeds = smoke.race.runs(smoke.race.top_k, baseline=True)  # at most one new seed per run
+    assert race_seeds < bench.RETRAIN_OFFSET < bench.SEED_STRIDE

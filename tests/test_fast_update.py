@@ -29,7 +29,7 @@ LENGTHS = (9, 6, 1, 12, 2)
 @pytest.fixture(scope="module")
 def setup():
     """A trainer on builtin:tiny and one sample: a prompt, completions, returns."""
-    agents, tokenizer = load_agents("builtin:tiny", seed=0)
+    agents, tokenizer = load_agents("builtin:tiny")
     trainer = build_trainer(
         agents,
         tokenizer,

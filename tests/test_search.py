@@ -5,6 +5,7 @@ import re
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import run_cli
@@ -14,12 +15,17 @@ METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "
 
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
-    """3 trials x 2 epochs, searched learning rate, --wandb in offline mode."""
+    """3 trials x 2 epochs, searched learning rate, --wandb in offline mode, then the race:
+    the top 2 on 1 fresh seed each, then the winner and the baseline on 2 more (6 runs)."""
     from conftest import tiny_study_dict
     import yaml
 
     root = tmp_path_factory.mktemp("search")
-    study = tiny_study_dict(root / "prompts", search={"num_samples": 3, "max_concurrent_trials": 2})
+    study = tiny_study_dict(
+        root / "prompts",
+        search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
+        race={"enabled": True, "top_k": 2, "first_seeds": 1, "confirm_seeds": 2},
+    )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     wandb_dir = root / "wandb"
     wandb_dir.mkdir()
@@ -65,14 +71,30 @@ def test_each_trial_keeps_at_most_num_to_keep_checkpoints(experiment):
         assert 1 <= len(kept) <= 1, (trial.name, kept)
 
 
-def test_best_names_the_trial_with_the_highest_metric(experiment):
-    best_of = {t.name: max(r["eval/in_range_fraction"] for r in rows(t)) for t in trial_dirs(experiment["dir"])}
+def test_every_epoch_reports_the_objective_as_the_trailing_mean(experiment):
+    for trial in trial_dirs(experiment["dir"]):
+        values = [r["eval/in_range_fraction"] for r in rows(trial)]
+        objectives = [r["search/objective"] for r in rows(trial)]
+        # objective_window 2: epoch 1 alone, then the mean of epochs 1 and 2.
+        assert objectives == pytest.approx([values[0], (values[0] + values[1]) / 2]), trial.name
+
+
+def test_the_baseline_is_a_trial_of_the_search(experiment):
+    configs = [json.loads((t / "params.json").read_text()) for t in trial_dirs(experiment["dir"])]
+    assert {"learning_rate": 1e-3} in [{k: v for k, v in c.items() if k == "learning_rate"} for c in configs]
+
+
+def test_best_prints_the_race_winner_with_its_honest_figure(experiment):
+    summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
     result = run_cli("best", str(experiment["dir"]))
     assert result.returncode == 0, result.stderr
     named = re.search(r"# best trial: (\S+)", result.stdout).group(1)
-    assert best_of[named] == max(best_of.values())  # ties may name any of the tied trials
-    assert f"{max(best_of.values()):.4f}" in result.stdout
-    assert "learning_rate:" in result.stdout
+    assert named == summary["winner"]["search_trial"]
+    honest = summary["winner"]["stats"]["mean"]
+    assert re.search(rf"# test/in_range_fraction on fresh seeds: {honest:.3f} ", result.stdout), result.stdout
+    assert "# selection figure (optimistic" in result.stdout
+    fragment = yaml.safe_load("\n".join(l for l in result.stdout.splitlines() if not l.startswith("#")))
+    assert fragment["train"]["learning_rate"] == pytest.approx(summary["winner"]["hyperparameters"]["learning_rate"])
 
     checkpoint = re.search(r"# checkpoint: (\S+)", result.stdout).group(1)
     for agent in ("agent_0", "agent_1"):
@@ -86,6 +108,51 @@ def test_best_names_the_trial_with_the_highest_metric(experiment):
 def test_search_prints_the_best_trials_and_checkpoint(experiment):
     assert "best checkpoint:" in experiment["stdout"]
     assert "trial_" in experiment["stdout"]
+
+
+def test_the_race_confirms_on_seeds_and_prompts_that_selected_nothing(experiment):
+    from ratiotune.results import load_experiment
+
+    race = experiment["dir"] / "race"
+    summary = json.loads((race / "summary.json").read_text())
+    selection = load_experiment(race / "round-0")
+    confirmation = load_experiment(race / "confirm")
+    assert len(selection.trials) == 2 and {t.config["seed"] for t in selection.trials} == {1}
+    assert len(confirmation.trials) in (2, 4)  # winner and baseline x 2 seeds (2 runs if the baseline won)
+    assert {t.config["seed"] for t in confirmation.trials} == {2, 3}  # never the search's 0 nor round 0's 1
+    for run in confirmation.trials:
+        last = max(run.rows, key=lambda r: r["epoch"])
+        assert last["epoch"] == 2 and 0.0 <= last["test/in_range_fraction"] <= 1.0
+        assert all("test/in_range_fraction" not in r for r in run.rows if r["epoch"] < 2)
+        assert run.config["test_samples_per_prompt"] == 4 * 2  # 4x the search's eval pairs
+    per_seed = summary["winner"]["per_seed"]
+    assert [s["seed"] for s in per_seed] == [2, 3]
+    values = [s["value"] for s in per_seed]
+    assert summary["winner"]["stats"]["mean"] == pytest.approx(sum(values) / 2)
+    assert summary["protocol"]["prompts"] == "builtin:test"
+    assert "margin" in summary and summary["baseline"]["config"] == {"learning_rate": 1e-3}
+    assert "on fresh seeds" in experiment["stdout"] and "optimistic" in experiment["stdout"]
+
+
+def test_resume_finishes_a_race_that_was_cut_short(experiment, tmp_path):
+    """A copy whose confirmation round never ran: `resume` runs only that round, reads round 0 back."""
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment["dir"], copy)
+    shutil.rmtree(copy / "race" / "confirm")
+    (copy / "race" / "summary.json").unlink()
+    round0 = (copy / "race" / "round-0").stat().st_mtime_ns
+    result = run_cli("resume", str(copy))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "race confirmation" in result.stdout and "race round 0" in result.stdout
+    before = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
+    after = json.loads((copy / "race" / "summary.json").read_text())
+    assert after["winner"]["search_trial"] == before["winner"]["search_trial"]
+    assert [s["seed"] for s in after["winner"]["per_seed"]] == [2, 3]
+    assert (copy / "race" / "round-0").stat().st_mtime_ns == round0  # read back, not re-run
+    again = run_cli("resume", str(copy), timeout=120)
+    assert again.returncode == 0 and "nothing to resume" in again.stdout
 
 
 def test_wandb_offline_writes_one_run_per_trial_with_the_metric(experiment):

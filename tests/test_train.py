@@ -22,9 +22,9 @@ from ratiotune.study import StudyError, load_study, validate_study
 from ratiotune.train import PROGRESS_METRICS, resolve_study
 
 
-def changed_parameters(saved_dir, seed: int = 0) -> int:
+def changed_parameters(saved_dir) -> int:
     """How many tensors of the saved agent differ from builtin:tiny's initial weights."""
-    (initial, _), _ = load_agents("builtin:tiny", seed=seed)
+    (initial, _), _ = load_agents("builtin:tiny")
     trained = AutoModelForCausalLM.from_pretrained(saved_dir)
     before = dict(initial.named_parameters())
     return sum(not torch.equal(before[name], p) for name, p in trained.named_parameters())

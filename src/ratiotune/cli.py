@@ -141,7 +141,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
-    """Fit; on an interruption print the one-line resume hint and exit non-zero."""
+    """Fit, then race the top configs; on an interruption print the one-line resume hint and exit non-zero."""
     from ratiotune import resume, storage
 
     finished, grid = resume.fit(tuner, study, experiment_dir)
@@ -150,8 +150,37 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
         return resume.EXIT_INTERRUPTED
     if storage.is_uri(experiment_dir):
         print_remote_summary(experiment_dir, grid, study)
-    else:
-        print_summary(load_experiment(experiment_dir))
+        if study.race.enabled:
+            print("race: skipped (it reads the search's results from a local folder); copy the folder locally and "
+                  "run `ratiotune resume` on the copy to race its top configs")
+        return 0
+    experiment = load_experiment(experiment_dir)
+    print_summary(experiment)
+    return run_race(experiment)
+
+
+def run_race(experiment: Experiment) -> int:
+    """The confirmation race after a finished search (race.py); prints the honest figure."""
+    from ratiotune import race, resume
+
+    if not experiment.study.race.enabled:
+        print("race: off (race.enabled: false); the figures above are selection figures and optimistic")
+        return 0
+    print(f"\nconfirmation race: the top {experiment.study.race.top_k} configs on fresh seeds", flush=True)
+    try:
+        with resume.sigterm_as_sigint():
+            summary = race.race(experiment)
+    except race.RaceInterrupted:
+        print(resume.interrupted_hint(experiment.directory), file=sys.stderr)
+        return resume.EXIT_INTERRUPTED
+    except race.RaceError as exc:
+        print(f"ratiotune: race: {exc}", file=sys.stderr)
+        return 1
+    print(f"\nwinner: {race.config_text(summary['winner']['config'])} (search trial {summary['winner']['search_trial']})")
+    for line in race.headline(summary):
+        print(f"  {line}")
+    print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
+    print(f"winner's config as study values: ratiotune best {experiment.directory}")
     return 0
 
 
@@ -210,11 +239,14 @@ def print_summary(experiment: Experiment, top: int = 5) -> None:
         print(f"no trial reported {metric}")
         return
     searched = [name for name in SEARCHABLE if name in study.search.space]
-    header = ["trial", *searched, f"best {metric}", "epochs"]
+    window = study.search.objective_window
+    print(f"search ranking by objective = mean {metric} over each trial's last {window} epochs "
+          "(selection figures: optimistic for the configs they picked)")
+    header = ["trial", *searched, "objective", f"best {metric} (epoch)", "epochs"]
     rows = [
         [t.name]
         + [format_value(t.config.get(name)) for name in searched]
-        + [f"{t.best(metric, mode):.3f}", str(t.epochs)]
+        + [f"{t.score(metric, window):.3f}", f"{t.best(metric, mode):.3f} ({t.best_epoch(metric, mode)})", str(t.epochs)]
         for t in ranked[:top]
     ]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
@@ -258,8 +290,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from ratiotune import resume, search
 
     if resume.is_finished(experiment_dir):
-        print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials); nothing to resume")
-        return 0
+        from ratiotune import race
+
+        if not study.race.enabled or race.load_summary(experiment_dir) is not None:
+            print(f"{experiment_dir}: the study and its race have finished ({len(experiment.trials)} trials); nothing to resume")
+            return 0
+        start_ray(args.address)
+        search.check_resources(study, search.largest_node_gpus())
+        provenance.append_resume(experiment_dir, args.argv)
+        return run_race(experiment)
     start_ray(args.address)
     search.check_resources(study, search.largest_node_gpus())
     provenance.append_resume(experiment_dir, args.argv)
@@ -271,19 +310,39 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    """The winner as study values: the race's when it has run (with the honest figure), else the search's top."""
+    from ratiotune import race
+
     experiment = load_experiment(args.experiment)
     study = experiment.study
     metric, mode = study.search.metric, study.search.mode
     ranked = experiment.ranked()
     if not ranked:
         raise StudyError(f"{experiment.directory}: no trial reported {metric} yet")
-    best = ranked[0]
-    # The trial's four hyperparameters as fixed `train:` values a study file accepts.
-    fragment = {"train": study.hyperparameters(best.config)}
-    print(f"# best trial: {best.name}")
-    print(f"# {metric} ({mode}): {best.best(metric, mode):.4f} after {best.epochs} epochs")
-    print(f"# checkpoint: {best.best_checkpoint(metric, mode)}")
-    print(yaml.safe_dump(fragment, sort_keys=False), end="")
+    summary = race.load_summary(experiment.directory)
+    window = study.search.objective_window
+    if summary is not None:
+        winner = summary["winner"]
+        print(f"# best trial: {winner['search_trial']} (the race's winner)")
+        for line in race.headline(summary):
+            print(f"# {line}")
+        trial = next((t for t in experiment.trials if t.name == winner["search_trial"]), None)
+        values = winner["hyperparameters"]
+    else:
+        trial = ranked[0]
+        values = study.hyperparameters(trial.config)
+        print(f"# best trial: {trial.name}")
+        why = "race.enabled: false" if not study.race.enabled else f"the race has not finished: ratiotune resume {experiment.directory}"
+        print(f"# no honest figure: no fresh-seed confirmation ({why})")
+        print(
+            f"# selection figure (optimistic: the value it was picked on): {metric} objective "
+            f"{trial.score(metric, window):.4f} (mean of its last {window} epochs; best epoch "
+            f"{trial.best(metric, mode):.4f}) after {trial.epochs} epochs"
+        )
+    if trial is not None:
+        print(f"# checkpoint: {trial.best_checkpoint(metric, mode)} (the search trial's; `ratiotune retrain` ships final agents)")
+    # The four hyperparameters as fixed `train:` values a study file accepts.
+    print(yaml.safe_dump({"train": values}, sort_keys=False), end="")
     return 0
 
 

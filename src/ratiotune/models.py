@@ -78,7 +78,14 @@ def char_tokenizer(vocab_size: int | None = None) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen2ForCausalLM:
+# A builtin model is one network, like a downloaded checkpoint: its weights never depend on
+# the trial seed, so seeds change only sampling (and the order of updates). Before this,
+# every seed was also a new random network, and the seed-to-seed spread of a config
+# measured the luck of the draw of the network more than the config.
+BUILTIN_WEIGHTS_SEED = 0
+
+
+def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCausalLM:
     shape = BUILTIN_MODELS[name]
     config = Qwen2Config(
         vocab_size=shape.vocab_size or len(tokenizer),
@@ -95,7 +102,7 @@ def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast, seed: int) -> Q
     )
     # Fork so building a model never moves the caller's global RNG stream.
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.manual_seed(BUILTIN_WEIGHTS_SEED)
         return Qwen2ForCausalLM(config)
 
 
@@ -111,7 +118,7 @@ def looks_like_path(name: str) -> bool:
 
 
 def load_agents(
-    name: str, *, seed: int = 0, dtype: str = "auto", device: str = "cpu"
+    name: str, *, dtype: str = "auto", device: str = "cpu"
 ) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:
     """Two separate agent instances with identical starting weights, and one tokenizer.
 
@@ -121,7 +128,7 @@ def load_agents(
     torch_dtype = resolve_dtype(dtype, device)
     if name in BUILTIN_MODELS:
         tokenizer = char_tokenizer(BUILTIN_MODELS[name].vocab_size)
-        first = builtin_model(name, tokenizer, seed).to(torch_dtype)
+        first = builtin_model(name, tokenizer).to(torch_dtype)
         agents = [first, copy.deepcopy(first)]
     else:
         source = str(Path(name).expanduser()) if looks_like_path(name) else name

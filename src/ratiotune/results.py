@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.study import REPORTED_METRICS, SEARCHABLE, Study, StudyError, validate_study
 
 STUDY_FILE = "study.yaml"
@@ -55,6 +56,15 @@ class TrialResult:
     def values(self, metric: str) -> list[float]:
         return [float(row[metric]) for row in self.rows if _is_number(row.get(metric))]
 
+    def score(self, metric: str, window: int) -> float | None:
+        """The objective: `metric`'s mean over the trial's last `window` reported epochs (objective.py).
+
+        Computed from the rows, so it means the same for experiments made before the
+        trainable reported it, and for any metric `report --metric` ranks by.
+        """
+        values = self.values(metric)
+        return trailing_mean(values, window) if values else None
+
     def best(self, metric: str, mode: str) -> float | None:
         values = self.values(metric)
         if not values:
@@ -62,10 +72,12 @@ class TrialResult:
         return max(values) if mode == "max" else min(values)
 
     def best_checkpoint(self, metric: str, mode: str) -> Path | None:
-        """The kept checkpoint with the best metric (from its meta.json)."""
+        """The kept checkpoint with the best objective (from its meta.json; `metric` for
+        checkpoints written before the objective was reported)."""
         scored = []
         for path in self.checkpoints:
-            value = checkpoint_meta(path).get("metrics", {}).get(metric)
+            metrics = checkpoint_meta(path).get("metrics", {})
+            value = metrics.get(OBJECTIVE, metrics.get(metric))
             if _is_number(value):
                 scored.append((float(value), path))
         if not scored:
@@ -125,12 +137,14 @@ class Experiment:
     trials: list[TrialResult]
 
     def ranked(self, metric: str | None = None, mode: str | None = None) -> list[TrialResult]:
-        """Trials that reported `metric`, best first. Diverged (infeasible) trials are left out:
-        their early scores came from a config that does not train."""
+        """Trials that reported `metric`, best first by their objective (the trailing mean of
+        `metric` at their last epoch: what Optuna and ASHA saw). Diverged (infeasible) trials
+        are left out: their early scores came from a config that does not train."""
         metric = metric or self.study.search.metric
         mode = mode or self.study.search.mode
-        scored = [t for t in self.trials if t.infeasible_reason is None and t.best(metric, mode) is not None]
-        return sorted(scored, key=lambda t: t.best(metric, mode), reverse=mode == "max")
+        window = self.study.search.objective_window
+        scored = [t for t in self.trials if t.infeasible_reason is None and t.score(metric, window) is not None]
+        return sorted(scored, key=lambda t: t.score(metric, window), reverse=mode == "max")
 
 
 # --------------------------------------------------------------------------- tidy tables
@@ -158,10 +172,11 @@ def trial_table(experiment: Experiment, metric: str | None = None, mode: str | N
         row: dict[str, Any] = {"trial": trial.name, "status": trial.status(study.train.epochs)}
         row.update({name: trial.config.get(name) for name in searched})
         row["epochs"] = trial.epochs
+        row["objective"] = trial.score(metric, study.search.objective_window)
         row["best_epoch"] = trial.best_epoch(metric, mode)
         for name in metrics:
             values = trial.values(name)
-            direction = mode if name == metric else better_direction(name)
+            direction = mode if name in (metric, OBJECTIVE) else better_direction(name)
             if direction is not None:
                 row[f"best {name}"] = trial.best(name, direction)
             row[f"final {name}"] = values[-1] if values else None

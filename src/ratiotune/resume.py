@@ -16,6 +16,7 @@ trainable.pkl): use `resume` only on experiment folders you trust.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -40,11 +41,8 @@ def fit(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any
     Ray counts a study as done when all num_samples trials are terminated or errored;
     after Ray's SIGINT handling, fit() returns normally with the others still pending.
     """
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint)
-    try:
+    with sigterm_as_sigint():
         grid = tuner.fit()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     ended = grid.num_terminated + grid.num_errors
     if ended < study.search.num_samples:
         return False, grid
@@ -58,8 +56,17 @@ def fit(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any
     return True, grid
 
 
+@contextlib.contextmanager
+def sigterm_as_sigint():
+    """Ray Tune only listens for SIGINT; a preempted node or `kill` sends SIGTERM."""
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _sigterm_as_sigint(signum: int, frame: Any) -> None:
-    # Ray Tune only listens for SIGINT; a preempted node or `kill` sends SIGTERM.
     signal.raise_signal(signal.SIGINT)
 
 

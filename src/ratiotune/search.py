@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ratiotune.objective import OBJECTIVE
 from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError, continuous_params
 
 # The trial table Ray prints while a study runs.
-PROGRESS_METRICS = ["epoch", "eval/in_range_fraction", "eval/mean_reward"]
+PROGRESS_METRICS = ["epoch", "eval/in_range_fraction", "eval/mean_reward", OBJECTIVE]
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,10 @@ def make_searcher(study: Study):
         "random": lambda: optuna.samplers.RandomSampler(seed=seed),
         "qmc": lambda: optuna.samplers.QMCSampler(seed=seed, scramble=True),
     }[study.search.sampler]()
-    return OptunaSearch(sampler=sampler)
+    # The baseline is the first trial: every study then measures the hand-picked config
+    # under exactly its own conditions, and the race can state the winner's margin over it.
+    baseline = study.baseline()
+    return OptunaSearch(sampler=sampler, points_to_evaluate=[baseline] if baseline else None)
 
 
 def make_scheduler(study: Study):
@@ -136,7 +140,7 @@ def make_pbt(study: Study):
 
 
 def checkpoint_config(study: Study):
-    """Kept checkpoints: the best num_to_keep by the study metric, except under PBT.
+    """Kept checkpoints: the best num_to_keep by the objective, except under PBT.
 
     A PBT exploit hands the exploiting trial a reference to the donor's *latest*
     checkpoint, read only when the exploiter restarts. Ray keeps the latest
@@ -155,7 +159,7 @@ def checkpoint_config(study: Study):
         )
     return tune.CheckpointConfig(
         num_to_keep=study.checkpoint.num_to_keep,
-        checkpoint_score_attribute=search.metric,
+        checkpoint_score_attribute=OBJECTIVE,
         checkpoint_score_order=search.mode,
     )
 
@@ -236,7 +240,8 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     )
     pbt = search.scheduler.type == "pbt"
     tune_config = tune.TuneConfig(
-        metric=search.metric,
+        # One score for the searcher, ASHA and the kept checkpoints (objective.py says why).
+        metric=OBJECTIVE,
         mode=search.mode,
         num_samples=search.num_samples,
         # Under pbt the resources alone limit how many of the population run at once.

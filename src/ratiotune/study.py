@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ratiotune.models import BUILTIN_MODELS, looks_like_path
+from ratiotune.objective import OBJECTIVE
 from ratiotune.task import BUILTIN_PROMPTS
 
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
@@ -28,11 +29,22 @@ TASK_METRICS = (
     "mean_ratio",
     "flat_group_fraction",
 )
-REPORTED_METRICS = (
+# What `search.metric` may name: measured every epoch on the training rollouts or the eval prompts.
+SELECTABLE_METRICS = (
     *(f"{split}/{name}" for split in ("train", "eval") for name in TASK_METRICS),
-    "epoch",
     "system/epoch_seconds",
     "system/tokens_per_second",
+)
+# Measured once, at the final epoch of a confirmation run, on the test prompts (never selected on).
+TEST_METRICS = tuple(f"test/{name}" for name in TASK_METRICS)
+REPORTED_METRICS = (
+    *SELECTABLE_METRICS[: 2 * len(TASK_METRICS)],
+    OBJECTIVE,
+    *TEST_METRICS,
+    "epoch",
+    *SELECTABLE_METRICS[2 * len(TASK_METRICS):],
+    "system/eval_seconds",
+    "system/optimizer_lr",
 )
 
 
@@ -63,7 +75,13 @@ class TaskSpec(Strict):
     target_min: float = Field(2.0, gt=0, description="Lower bound of the rewarded len2/len1 band.")
     target_max: float = Field(3.0, gt=0, description="Upper bound of the rewarded band.")
     train_prompts: str = Field("builtin:train", description="builtin:train, builtin:tutorial, or a .txt/.jsonl file.")
-    eval_prompts: str = Field("builtin:eval", description="Held-out prompts for the fixed eval protocol.")
+    eval_prompts: str = Field(
+        "builtin:eval", description="Held-out prompts for the fixed eval protocol: what the search and the race select on."
+    )
+    test_prompts: str = Field(
+        "builtin:test",
+        description="Prompts never trained on nor selected on: the winner's honest figure is measured here.",
+    )
     eval_samples_per_prompt: int = Field(
         4, ge=1, description="Sampled answer pairs per eval prompt; the same for every trial so trials compare fairly."
     )
@@ -72,7 +90,7 @@ class TaskSpec(Strict):
     def _check(self) -> "TaskSpec":
         if self.target_min > self.target_max:
             raise ValueError(f"target_min ({self.target_min}) must be <= target_max ({self.target_max})")
-        for field in ("train_prompts", "eval_prompts"):
+        for field in ("train_prompts", "eval_prompts", "test_prompts"):
             value = getattr(self, field)
             if value not in BUILTIN_PROMPTS and not Path(value).is_file():
                 raise ValueError(f"{field}: {value!r} is neither a file nor one of {', '.join(BUILTIN_PROMPTS)}")
@@ -159,8 +177,22 @@ class SchedulerSpec(Strict):
 
 
 class SearchSpec(Strict):
-    metric: str = "eval/in_range_fraction"
-    mode: Literal["max", "min"] = "max"
+    metric: str = Field(
+        "eval/in_range_fraction",
+        description="What a trial is judged by, every epoch; the search optimises its trailing mean (objective_window).",
+    )
+    mode: Literal["max", "min"] = Field("max", description="Whether a larger metric is better (max) or a smaller one (min).")
+    objective_window: int = Field(
+        4, ge=1,
+        description="The searched score: the metric's mean over a trial's last k epochs (search/objective). "
+        "Optuna, ASHA, the kept checkpoints and the ranking all use it; 1 = the last epoch alone.",
+    )
+    baseline: Optional[dict[str, Union[float, int]]] = Field(
+        None,
+        description="The hand-picked config every search starts with (its first trial) and the winner is compared "
+        "with; default: train:'s values of the searched names. Must lie inside the space.",
+    )
+    start_with_baseline: bool = Field(True, description="Run the baseline as the first trial (Optuna's points_to_evaluate).")
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
     max_concurrent_trials: int = Field(2, ge=1)
     max_failures: int = Field(
@@ -172,16 +204,23 @@ class SearchSpec(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpec":
-        if self.metric not in REPORTED_METRICS:
-            close = difflib.get_close_matches(self.metric, REPORTED_METRICS, n=1)
+        if self.metric not in SELECTABLE_METRICS:
+            close = difflib.get_close_matches(self.metric, SELECTABLE_METRICS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"metric {self.metric!r} is not reported by the trainable{hint}; allowed: {', '.join(REPORTED_METRICS)}")
+            raise ValueError(
+                f"metric {self.metric!r} is not a metric a search can select on{hint}; allowed: {', '.join(SELECTABLE_METRICS)}"
+            )
         for name, spec in self.space.items():
             if name not in SEARCHABLE:
                 close = difflib.get_close_matches(name, SEARCHABLE, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"space: {name!r} cannot be searched{hint}; allowed: {', '.join(SEARCHABLE)}")
             _check_space_value(name, spec)
+        for name, value in (self.baseline or {}).items():
+            if name not in self.space:
+                raise ValueError(f"baseline.{name}: not a searched parameter; the baseline names values of: {', '.join(self.space) or '(nothing searched)'}")
+            if not spec_contains(self.space[name], value):
+                raise ValueError(f"baseline.{name}: {value!r} lies outside the space ({describe_space(self.space[name])})")
         if self.scheduler.type == "pbt":
             if not continuous_params(self.space):
                 raise ValueError(
@@ -191,6 +230,18 @@ class SearchSpec(Strict):
             if self.num_samples < 2:
                 raise ValueError(f"scheduler.type 'pbt' needs a population: num_samples must be >= 2; got {self.num_samples}")
         return self
+
+
+def spec_contains(spec: "ParamSpec", value: float) -> bool:
+    if spec.type == "choice":
+        return value in spec.values
+    if spec.type == "int" and not float(value).is_integer():
+        return False
+    return spec.low <= value <= spec.high
+
+
+def describe_space(spec: "ParamSpec") -> str:
+    return f"one of {spec.values}" if spec.type == "choice" else f"{spec.type} [{spec.low:g}, {spec.high:g}]"
 
 
 def continuous_params(space: dict[str, "ParamSpec"]) -> list[str]:
@@ -235,12 +286,55 @@ class CheckpointSpec(Strict):
     )
 
 
+class RaceSpec(Strict):
+    """The confirmation race that runs after the search (race.py says how and why)."""
+
+    enabled: bool = Field(True, description="Re-run the search's top configs on fresh seeds before naming a winner.")
+    top_k: int = Field(4, ge=1, description="Configs (best by search/objective) that enter the race.")
+    first_seeds: int = Field(
+        1, ge=1,
+        description="Fresh seeds per config in the first round; each round keeps the better half and doubles the seeds.",
+    )
+    confirm_seeds: int = Field(
+        4, ge=2,
+        description="Further fresh seeds the winner (and the baseline) are trained on; their final epoch on the test "
+        "prompts is the honest figure.",
+    )
+    test_samples_factor: int = Field(
+        4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
+    )
+    max_share: float = Field(
+        0.7, gt=0, lt=1,
+        description="Most of the study's trial-epochs (search + race) the race may take; the plan is refused above it.",
+    )
+
+    def rounds(self, configs: int) -> list[tuple[int, int]]:
+        """Successive halving on seeds: (configs, new seeds per config) for each selection round.
+
+        Every survivor runs the same new seeds (a paired comparison, as in SMAC's intensifier),
+        so after round r each has first_seeds * 2**r seeds; the race ends with one config left.
+        """
+        plan, seeds_so_far = [], 0
+        while configs > 1:
+            seeds = self.first_seeds * 2 ** len(plan)
+            plan.append((configs, seeds - seeds_so_far))
+            seeds_so_far = seeds
+            configs = (configs + 1) // 2
+        return plan
+
+    def runs(self, configs: int, baseline: bool) -> int:
+        """Trainings the race makes at most: its rounds, then the confirmation runs."""
+        selection = sum(n * s for n, s in self.rounds(configs))
+        return selection + self.confirm_seeds * (2 if baseline else 1)
+
+
 class Study(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Experiment name (folder under --storage).")
     model: ModelSpec = ModelSpec()
     task: TaskSpec = TaskSpec()
     train: TrainSpec = TrainSpec()
     search: SearchSpec = SearchSpec()
+    race: RaceSpec = RaceSpec()
     resources: ResourcesSpec = ResourcesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
 
@@ -252,7 +346,48 @@ class Study(Strict):
                 f"search.scheduler.perturbation_interval ({interval}) must be < train.epochs ({self.train.epochs}), "
                 "or no trial is ever perturbed"
             )
+        if self.search.scheduler.type == "pbt" and self.race.enabled:
+            raise ValueError(
+                "race.enabled: a PBT winner is a schedule of values, not one config that can be re-run from scratch; "
+                "set race.enabled: false with scheduler.type pbt"
+            )
+        if self.race.enabled and not self.search.space:
+            raise ValueError("race.enabled: nothing is searched (search.space is empty), so there is nothing to race; set race.enabled: false")
+        baseline = self.baseline()
+        for name, value in (baseline or {}).items():
+            if not spec_contains(self.search.space[name], value):
+                origin = "search.baseline" if name in (self.search.baseline or {}) else "train"
+                raise ValueError(
+                    f"search.baseline: {origin}.{name} = {value!r} lies outside search.space.{name} "
+                    f"({describe_space(self.search.space[name])}); set search.baseline.{name}, or "
+                    "search.start_with_baseline: false"
+                )
+        if self.race.enabled:
+            share = self.race_share()
+            if share > self.race.max_share:
+                raise ValueError(
+                    f"race: the plan (top_k {self.race.top_k}, first_seeds {self.race.first_seeds}, confirm_seeds "
+                    f"{self.race.confirm_seeds}) takes {share:.0%} of the study's trial-epochs, above race.max_share "
+                    f"{self.race.max_share:g}; lower top_k or the seeds, or raise search.num_samples"
+                )
         return self
+
+    def baseline(self) -> dict[str, Any] | None:
+        """The searched values of the hand-picked config (None when nothing is searched or it is off)."""
+        if not self.search.space or not self.search.start_with_baseline or self.search.scheduler.type == "pbt":
+            return None
+        if self.search.baseline is not None:
+            values = dict(self.search.baseline)
+            missing = [name for name in self.search.space if name not in values]
+            values.update({name: getattr(self.train, name) for name in missing})
+            return values
+        return {name: getattr(self.train, name) for name in self.search.space}
+
+    def race_share(self) -> float:
+        """The race's share of the study's trial-epochs at most (the search counted at num_samples x epochs)."""
+        configs = min(self.race.top_k, self.search.num_samples)
+        race = self.race.runs(configs, baseline=self.baseline() is not None)
+        return race / (race + self.search.num_samples)
 
     def hyperparameters(self, config: dict[str, Any]) -> dict[str, Any]:
         """The four searchable values for one trial: the trial's config over the study's fixed ones."""

@@ -21,6 +21,7 @@ from transformers.utils import logging as hf_logging
 
 from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
 from ratiotune.models import load_agents
+from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.study import TASK_METRICS, Study
 from ratiotune.task import batch_metrics, load_prompts
@@ -54,10 +55,12 @@ class Trial:
         self.hyperparameters = study.hyperparameters(config)
         self.seed = study.train.seed if seed is None else seed
         self.epoch = 0
+        # The study metric of every epoch so far (restored with a checkpoint): the objective's window.
+        self.history: list[float] = []
         seed_everything(self.seed)
         # devices: agent 0's and agent 1's (see placement.choose_devices); CPU unless told.
         self.devices = devices or ["cpu", "cpu"]
-        agents, tokenizer = load_agents(study.model.name, seed=self.seed, dtype=study.model.dtype, device=self.devices[0])
+        agents, tokenizer = load_agents(study.model.name, dtype=study.model.dtype, device=self.devices[0])
         self.eval_prompts = load_prompts(study.task.eval_prompts)
         self.trainer = build_trainer(
             agents,
@@ -99,6 +102,7 @@ class Trial:
             return {
                 **metrics,
                 **{f"eval/{k}": float("nan") for k in TASK_METRICS},
+                OBJECTIVE: float("nan"),
                 "epoch": self.epoch,
                 "system/epoch_seconds": train_seconds,
                 "infeasible": 1,
@@ -117,7 +121,14 @@ class Trial:
                 "infeasible": 0,
             }
         )
+        self.history.append(float(metrics[self.study.search.metric]))
+        metrics[OBJECTIVE] = trailing_mean(self.history, self.study.search.objective_window)
         return metrics
+
+    def test(self, samples_per_prompt: int) -> dict[str, float]:
+        """The honest measurement: the test prompts (never trained or selected on), `test/...` names."""
+        prompts = load_prompts(self.study.task.test_prompts)
+        return {f"test/{k}": v for k, v in self.evaluate(samples_per_prompt, prompts).items()}
 
     def divergence(self, metrics: dict[str, Any]) -> str | None:
         """Why this trial has diverged, or None. Checked after every epoch.
@@ -164,22 +175,31 @@ class Trial:
         directory.mkdir(parents=True, exist_ok=True)
         self.trainer.save_state(directory, self.epoch)
         files = {str(p.relative_to(directory)): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file()}
-        meta = {"epoch": self.epoch, "hyperparameters": self.hyperparameters, "metrics": metrics or {}, "files": files}
+        meta = {
+            "epoch": self.epoch,
+            "hyperparameters": self.hyperparameters,
+            "metrics": metrics or {},
+            "history": self.history,
+            "files": files,
+        }
         (directory / "meta.json").write_text(json.dumps(meta, indent=2))
 
     def restore(self, directory: Path) -> None:
         """Continue from a checkpoint, possibly another trial's (PBT): this trial's config wins."""
         if not checkpoint_is_complete(directory):
             raise RuntimeError(f"checkpoint {directory} is incomplete (files missing or cut short); not resuming from it")
-        saved = json.loads((directory / "meta.json").read_text())["hyperparameters"]
-        self.epoch = self.trainer.load_state(directory, saved_hyperparameters=saved)
+        meta = json.loads((directory / "meta.json").read_text())
+        self.epoch = self.trainer.load_state(directory, saved_hyperparameters=meta["hyperparameters"])
+        self.history = [float(v) for v in meta.get("history", [])][: self.epoch]
 
 
-# Reserved config keys, set only by `retrain` (never searched; Study.hyperparameters ignores them):
-# SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per config);
-# START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs.
+# Reserved config keys, set only by `retrain` and the race (never searched; Study.hyperparameters
+# ignores them): SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per
+# config); START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs;
+# TEST_KEY > 0 adds the test-prompt figures (that many pairs per prompt) to the final epoch's row.
 SEED_KEY = "seed"
 START_KEY = "start_checkpoint"
+TEST_KEY = "test_samples_per_prompt"
 
 
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
@@ -208,6 +228,8 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
             # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
             tune.report(metrics)
             return
+        if config.get(TEST_KEY) and trial.epoch == end_epoch:
+            metrics.update(trial.test(int(config[TEST_KEY])))
         with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
             trial.save(Path(tmp), metrics)
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
