@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from conftest import run_cli as _run_cli
 from conftest import tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.retrain import t_interval
+from ratiotune.stats import t_interval
 from ratiotune.results import load_experiment
 from ratiotune.study import validate_study
 
@@ -53,10 +53,10 @@ def test_summary_has_two_configs_by_two_seeds_with_statistics(experiment, retrai
     for config in summary["configs"]:
         assert [run["seed"] for run in config["runs"]] == summary["seeds"] == [1, 2]
         assert all(run["error"] is None and run["epoch"] == 2 for run in config["runs"])
-        for metric in ("eval/in_range_fraction", "eval/mean_reward"):
+        for metric in ("eval/in_range_fraction", "eval/mean_reward", "test/in_range_fraction", "test/mean_reward"):
             values = [run[metric] for run in config["runs"]]
             assert config["stats"][metric] == t_interval(values)  # same floats, same order: exact
-            assert config["search"][metric] is not None
+        assert config["search"]["eval/in_range_fraction"] is not None
     winner = summary["winner"]
     means = [c["stats"]["eval/in_range_fraction"]["mean"] for c in summary["configs"]]
     assert means[winner["rank"] - 1] == max(means)
@@ -131,3 +131,36 @@ def test_t_interval_matches_a_known_case():
     assert stats["mean"] == 2.0 and stats["sd"] == pytest.approx(1.0)
     assert stats["ci95"] == pytest.approx([2 - 4.303 / 3**0.5, 2 + 4.303 / 3**0.5])
     assert t_interval([0.5])["ci95"] is None
+
+
+def test_a_diverged_seed_is_left_out_and_a_retried_crash_counts(tiny_study, tmp_path):
+    """summarize on hand-made runs: a NaN row never reaches the statistics, and a run that Ray
+    restarted after a crash (error.txt) and that reached its epochs is a result like any other."""
+    from ratiotune.results import Experiment, TrialResult
+    from ratiotune.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
+    from ratiotune.trainable import SEED_KEY
+
+    study = validate_study(tiny_study)  # 2 epochs
+
+    def row(epoch, eval_value, test_value=None):
+        values = {"epoch": epoch, "eval/in_range_fraction": eval_value, "eval/mean_reward": eval_value}
+        if test_value is not None:
+            values.update({"test/in_range_fraction": test_value, "test/mean_reward": test_value})
+        return values
+
+    runs = Experiment(tmp_path, study, [
+        TrialResult("rank1_seed1", tmp_path, {RANK_KEY: 1, SEED_KEY: 1}, [row(1, 0.1), row(2, 0.5, 0.4)],
+                    error="Failure # 1 (occurred at 2026-12-03)\nRuntimeError: the worker died", max_failures=2),
+        TrialResult("rank1_seed2", tmp_path, {RANK_KEY: 1, SEED_KEY: 2},
+                    [row(1, 0.2), {**row(2, float("nan")), "infeasible": 1, "infeasible_reason": "non-finite loss"}]),
+        TrialResult("rank1_seed3", tmp_path, {RANK_KEY: 1, SEED_KEY: 3}, [row(1, 0.3), row(2, 0.7, 0.2)]),
+    ])
+    candidate = Candidate(1, runs.trials[0], {"learning_rate": 1e-3}, {"eval/in_range_fraction": 0.9}, None)
+    plan = RetrainPlan(Experiment(tmp_path, study, []), study, [candidate], [1, 2, 3], tmp_path / "out", False)
+    summary = summarize(plan, runs)
+    (config,) = summary["configs"]
+    assert [r["error"] for r in config["runs"]] == [None, "non-finite loss", None]
+    assert config["stats"]["test/in_range_fraction"] == t_interval([0.4, 0.2])
+    assert config["stats"]["eval/in_range_fraction"]["mean"] == pytest.approx(0.6)
+    # The shipped seed is picked on eval (0.7 > 0.5), not on test (where seed 1 is better).
+    assert summary["winner"]["seed"] == 3

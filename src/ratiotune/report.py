@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ratiotune import plots
+from ratiotune import plots, race
 from ratiotune.results import (
     ERRORED,
     FINISHED,
@@ -86,7 +86,7 @@ def write_report(
 
     ranked = experiment.ranked(metric, mode)
     importance = compute_importance(experiment, metric, mode)
-    noise = measure_noise(ranked[:TOP], metric, mode)
+    noise = measure_noise(ranked[:TOP], metric, study.search.objective_window)
     found = find_warnings(experiment, metric, mode, importance, noise)
     figures = draw_figures(experiment, ranked, metric, mode, importance, out_dir)
     text = render_markdown(experiment, trials, ranked, metric, mode, importance, noise, found, figures)
@@ -161,7 +161,7 @@ def compute_importance(experiment: Experiment, metric: str, mode: str) -> Import
     return Importance(values, len(trials))
 
 
-def measure_noise(top: list[TrialResult], metric: str, mode: str) -> Noise | None:
+def measure_noise(top: list[TrialResult], metric: str, window: int) -> Noise | None:
     """Compare the gap between #1 and #2 with how much their own curves move per epoch.
 
     The spread is the RMS of consecutive-epoch changes over the second half of each
@@ -178,8 +178,9 @@ def measure_noise(top: list[TrialResult], metric: str, mode: str) -> Noise | Non
         changes.extend(b - a for a, b in zip(tail, tail[1:]))
     if len(changes) < 2:
         return None
-    spread = math.sqrt(sum(c * c for c in changes) / len(changes) / 2)
-    gap = abs(top[0].best(metric, mode) - top[1].best(metric, mode))
+    # The objective averages `window` epochs, so its own noise is the per-epoch spread / sqrt(window).
+    spread = math.sqrt(sum(c * c for c in changes) / len(changes) / 2) / math.sqrt(min(window, len(top[0].values(metric))))
+    gap = abs(top[0].score(metric, window) - top[1].score(metric, window))
     return Noise(gap=gap, spread=spread, epochs_used=len(changes))
 
 
@@ -195,9 +196,9 @@ def find_warnings(
     if noise is not None and not noise.distinguishable:
         found.append(
             f"**The winner is not distinguishable from the runner-up.** The top two trials differ by "
-            f"{noise.gap:.3f} in best {metric}, while their own curves move by about ±{noise.spread:.3f} "
-            f"from one epoch to the next (late epochs). Re-running either config with another seed could "
-            f"swap them; re-run the top configs over seeds (`ratiotune retrain`) before choosing."
+            f"{noise.gap:.3f} in their objective (trailing mean of {metric}), while its noise from their own "
+            f"curves is about ±{noise.spread:.3f} (late epochs). Re-running either config with another seed could "
+            f"swap them: the confirmation race (race:) re-runs the top configs on fresh seeds before naming a winner."
         )
     found.extend(failure_warnings(experiment))
     return found
@@ -356,12 +357,23 @@ def render_markdown(
         "## Summary",
         "",
     ]
+    summary = race.load_summary(experiment.directory) if metric == study.search.metric else None
+    if summary is not None:
+        lines.append(f"- **Winner (confirmation race): {race.config_text(summary['winner']['config'])}** "
+                     f"(search trial {summary['winner']['search_trial']}).")
+        lines += [f"  - {line}" for line in race.headline(summary)]
+        lines.append(f"  - Every round and seed: `{race.race_dir(experiment.directory) / 'summary.md'}`.")
+    elif study.race.enabled and metric == study.search.metric:
+        lines.append(f"- No honest figure yet: the confirmation race has not finished (`ratiotune resume {experiment.directory}`).")
     if ranked:
         best = ranked[0]
+        window = study.search.objective_window
         config = ", ".join(f"{n} = {_fmt(best.config.get(n))}" for n in names)
         lines.append(
-            f"- **Best: {best.name}**, {metric} = **{best.best(metric, mode):.3f}** at epoch "
-            f"{best.best_epoch(metric, mode)} of {best.epochs} ({config})."
+            f"- **Search's top by objective: {best.name}**, mean {metric} over its last {window} epochs = "
+            f"**{best.score(metric, window):.3f}**; its best single epoch {best.best(metric, mode):.3f} at epoch "
+            f"{best.best_epoch(metric, mode)} of {best.epochs} ({config}). Selection figures: optimistic, "
+            "they picked this trial."
         )
         checkpoint = best.best_checkpoint(metric, mode)
         if checkpoint:
@@ -385,7 +397,8 @@ def render_markdown(
     if noise is not None:
         verdict = "clear of" if noise.distinguishable else "within"
         lines.append(
-            f"- Noise: #1 leads #2 by {noise.gap:.3f}; the top trials' epoch-to-epoch spread is ±{noise.spread:.3f} "
+            f"- Noise: #1 leads #2 by {noise.gap:.3f} in objective; the objective's noise from the top trials' "
+            f"epoch-to-epoch changes is ±{noise.spread:.3f} "
             f"(from {noise.epochs_used} late-epoch changes), so the lead is {verdict} the noise."
         )
     lines += ["", "## Warnings", ""]

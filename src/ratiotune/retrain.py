@@ -22,25 +22,21 @@ from typing import Any
 
 import yaml
 
-from ratiotune.results import STUDY_FILE, Experiment, TrialResult, load_experiment
+from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.race import honest_metric
+from ratiotune.stats import t_interval
 from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, validate_study
-from ratiotune.trainable import SEED_KEY, START_KEY
+from ratiotune.trainable import SEED_KEY, START_KEY, TEST_KEY
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
 # search's: the search only needs to rank configs, the retrain has to measure them.
 EVAL_SAMPLES_FACTOR = 4
-# Reported per config, mean / sd / 95% interval over seeds.
-METRICS = ("eval/in_range_fraction", "eval/mean_reward")
+# Reported per config, mean / sd / 95% interval over seeds. eval/ (the selection prompts) picks
+# the winner and the seed whose agents ship; test/ (prompts that selected nothing) reports them.
+METRICS = ("eval/in_range_fraction", "eval/mean_reward", "test/in_range_fraction", "test/mean_reward")
 RANK_KEY = "rank"
 RUNS_DIR = "runs"
 
-# Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30 (scipy is not a dependency);
-# beyond 30 the normal 1.96 is within 2%.
-T_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)
 
 
 @dataclass(frozen=True)
@@ -85,7 +81,8 @@ def plan_retrain(
         raise StudyError(f"--seeds {seeds}: must be >= 1 (2 or more to get a spread)")
     if epochs is not None and epochs < 1:
         raise StudyError(f"--epochs {epochs}: must be >= 1")
-    ranked = [t for t in experiment.ranked() if t.error is None]
+    # A trial Ray retried to completion after a crash has an error.txt and is finished all the same.
+    ranked = [t for t in experiment.ranked() if t.status(base.train.epochs) not in (ERRORED, INFEASIBLE)]
     if not ranked:
         raise StudyError(f"{experiment.directory}: no finished trial reported {metric}; nothing to retrain")
     if top_k > len(ranked):
@@ -122,14 +119,26 @@ def plan_retrain(
                 start_checkpoint=start,
             )
         )
-    # Fresh seeds: every search trial ran with train.seed, so start just after it.
-    seed_list = [base.train.seed + 1 + i for i in range(seeds)]
+    # Fresh seeds: every search trial ran with train.seed and the race with the seeds after it.
+    first = base.train.seed + 1 + race_seeds_used(experiment)
+    seed_list = [first + i for i in range(seeds)]
     return RetrainPlan(experiment, study, candidates, seed_list, output, from_checkpoint)
 
 
+def race_seeds_used(experiment: Experiment) -> int:
+    """How many fresh seeds the experiment's race took (0 without a race)."""
+    from ratiotune.race import race_dir
+
+    seeds = {
+        int(json.loads(p.read_text()).get(SEED_KEY, experiment.study.train.seed))
+        for p in race_dir(experiment.directory).glob("*/*/params.json")
+    }
+    return max(seeds) - experiment.study.train.seed if seeds else 0
+
+
 def tracked_metrics(metric: str) -> list[str]:
-    """METRICS, plus the study's own metric when it ranks by something else."""
-    return list(dict.fromkeys([*METRICS, metric]))
+    """METRICS, plus the study's own metric (and its test twin) when it ranks by something else."""
+    return list(dict.fromkeys([*METRICS, metric, honest_metric(metric)]))
 
 
 def search_figures(trial: TrialResult, metric: str, mode: str) -> dict[str, float | None]:
@@ -168,6 +177,8 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
     }
     for name in plan.candidates[0].config:
         param_space[name] = tune.sample_from(lambda spec, name=name: by_rank[spec.config[RANK_KEY]].config[name])
+    # The final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
+    param_space[TEST_KEY] = study.task.eval_samples_per_prompt
     if plan.from_checkpoint:
         param_space[START_KEY] = tune.sample_from(
             lambda spec: str(by_rank[spec.config[RANK_KEY]].start_checkpoint)
@@ -202,20 +213,6 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
 # --------------------------------------------------------------------------- summarize
 
 
-def t_interval(values: list[float]) -> dict[str, Any]:
-    """Mean, sample sd and the 95% Student-t interval for the mean (None below two values)."""
-    n = len(values)
-    if n == 0:
-        return {"n": 0, "mean": None, "sd": None, "ci95": None}
-    mean = sum(values) / n
-    if n < 2:
-        return {"n": 1, "mean": mean, "sd": None, "ci95": None}
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96
-    half = t * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
-
-
 def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
     """Per config: every seed's final-epoch figures, their statistics, and the search's figure."""
     metric, mode = plan.study.search.metric, plan.study.search.mode
@@ -229,13 +226,17 @@ def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
             # The final epoch, not the best: the agents shipped are the final ones, and picking
             # each run's best epoch would bring back the optimism this command removes.
             last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
+            status = run.status(plan.study.train.epochs)
+            failed = status in (ERRORED, INFEASIBLE)
             seed_runs.append(
                 {
                     "seed": run.config[SEED_KEY],
                     "run": run.name,
                     "epoch": last.get("epoch"),
-                    "error": run.error.strip().splitlines()[-1] if run.error else None,
-                    **{name: last.get(name) for name in tracked},
+                    # A crash Ray retried to completion is no error; a diverged run is one (its NaN
+                    # row would otherwise poison the mean and the interval).
+                    "error": (run.infeasible_reason or error_summary(run.error) or status) if failed else None,
+                    **{name: last.get(name) if _finite(last.get(name)) else None for name in tracked},
                 }
             )
         seed_runs.sort(key=lambda r: r["seed"])
@@ -254,6 +255,7 @@ def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
     scored = [c for c in configs if c["stats"][metric]["mean"] is not None]
     if not scored:
         raise StudyError(f"no retrain run reported {metric}; see the trial logs under {plan.output / RUNS_DIR}")
+    # Both picks on the selection prompts (eval/); the figures a user should expect are test/.
     pick = max if mode == "max" else min
     winner = pick(scored, key=lambda c: c["stats"][metric]["mean"])
     best_run = pick(
@@ -266,8 +268,10 @@ def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
         "seeds": plan.seeds,
         "epochs": plan.study.train.epochs,
         "from_checkpoint": plan.from_checkpoint,
+        "honest_metric": honest_metric(metric),
         "eval_protocol": {
             "prompts": plan.study.task.eval_prompts,
+            "test_prompts": plan.study.task.test_prompts,
             "samples_per_prompt": plan.study.task.eval_samples_per_prompt,
             "search_samples_per_prompt": plan.experiment.study.task.eval_samples_per_prompt,
         },
@@ -318,6 +322,10 @@ def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) 
     return final
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -333,20 +341,21 @@ def _stat(stats: dict[str, Any]) -> str:
 
 def summary_markdown(summary: dict[str, Any]) -> str:
     metric = summary["metric"]
+    honest = summary["honest_metric"]
     protocol = summary["eval_protocol"]
     names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
-    header = ["rank", "search trial", *names.values()]
-    for name in METRICS:
-        header += [f"search {name}", f"retrain {name} mean ± sd [95% CI]"]
+    header = ["rank", "search trial", *names.values(), f"search {metric} (optimistic)",
+              f"retrain {metric} mean ± sd [95% CI] (selects)", f"retrain {honest} mean ± sd [95% CI] (reports)"]
     lines = [
         f"# Retrain of {summary['experiment']}",
         "",
         f"{len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))}) per config, "
         + (f"{summary['epochs']} more epochs from each trial's best checkpoint" if summary["from_checkpoint"]
            else f"{summary['epochs']} epochs from scratch")
-        + f"; final-epoch eval on {protocol['prompts']} with {protocol['samples_per_prompt']} answer pairs per prompt "
-        f"(the search used {protocol['search_samples_per_prompt']}). Search figures are the search's own row for "
-        "the trial (its best epoch).",
+        + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt "
+        f"(the search used {protocol['search_samples_per_prompt']}). The winner and its shipped seed are picked on "
+        f"{protocol['prompts']} ({metric}); the figures to expect are on {protocol['test_prompts']} ({honest}), "
+        "prompts that picked nothing. Search figures are the search's own row for the trial (its best epoch).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -354,14 +363,18 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for c in summary["configs"]:
         hp = c["hyperparameters"]
         cells = [str(c["rank"]), c["search_trial"], f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
-                 str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}"]
-        for name in METRICS:
-            cells += [_fmt(c["search"].get(name)), _stat(c["stats"][name])]
+                 str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}", _fmt(c["search"].get(metric)),
+                 _stat(c["stats"][metric]), _stat(c["stats"][honest])]
         lines.append("| " + " | ".join(cells) + " |")
     w = summary["winner"]
     winner = next(c for c in summary["configs"] if c["rank"] == w["rank"])
-    stats, figure = winner["stats"].get(metric), winner["search"].get(metric)
-    lines += ["", f"Winner by mean {metric}: rank {w['rank']} ({w['search_trial']}); final agents from seed {w['seed']} ({w['run']})."]
+    stats, figure = winner["stats"].get(honest), winner["search"].get(metric)
+    failed = [r for c in summary["configs"] for r in c["runs"] if r["error"]]
+    if failed:
+        lines += ["", f"{len(failed)} run(s) failed and are left out of the statistics: "
+                  + "; ".join(f"{r['run']}: {r['error']}" for r in failed)]
+    lines += ["", f"Winner by mean {metric}: rank {w['rank']} ({w['search_trial']}); final agents from seed {w['seed']} ({w['run']}); "
+              f"expect {honest} {_stat(stats)} on unseen prompts."]
     lines.append(
         "The search's pick (rank 1) holds up: it is still the best by mean over seeds."
         if w["search_pick_holds"]
@@ -371,7 +384,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         low, high = stats["ci95"]
         where = "above" if figure > high else "below" if figure < low else "inside"
         lines.append(
-            f"The winner's search figure {figure:.3f} is {where} its retrain 95% interval [{low:.3f}, {high:.3f}]"
+            f"The winner's search figure {figure:.3f} is {where} its retrain {honest} 95% interval [{low:.3f}, {high:.3f}]"
             + (" (the search was optimistic)." if where == "above" else ".")
         )
     return "\n".join(lines) + "\n"
