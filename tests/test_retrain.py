@@ -164,3 +164,12 @@ def test_a_diverged_seed_is_left_out_and_a_retried_crash_counts(tiny_study, tmp_
     assert config["stats"]["eval/in_range_fraction"]["mean"] == pytest.approx(0.6)
     # The shipped seed is picked on eval (0.7 > 0.5), not on test (where seed 1 is better).
     assert summary["winner"]["seed"] == 3
+
+
+def test_best_without_a_race_says_its_figure_is_a_selection_figure(experiment):
+    done = run_cli("best", str(experiment), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "# no honest figure: no fresh-seed confirmation (race.enabled: false)" in done.stdout
+    assert "# selection figure (optimistic" in done.stdout
+    best = load_experiment(experiment).ranked()[0]
+    assert f"# best trial: {best.name}" in done.stdout
