@@ -149,7 +149,7 @@ def study_shape(model_name: str) -> ModelShape:
     from transformers import AutoConfig
 
     source = str(Path(model_name).expanduser()) if looks_like_path(model_name) else model_name
-    if source == model_name:
+    if not looks_like_path(model_name):
         from huggingface_hub import try_to_load_from_cache
 
         # A cached hub model's config is read from the cache: no request, no retries (check_launch
