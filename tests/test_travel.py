@@ -113,3 +113,13 @@ def test_search_exits_1_when_every_trial_errored(tmp_path, write_study):
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert "errored trials: 1" in result.stdout
     assert "ratiotune: error: every trial errored (1 of 1)" in result.stderr
+
+
+def test_summary_says_when_no_trial_reported_the_metric(travelled, tmp_path):
+    from ratiotune.cli import print_summary
+
+    copy = tmp_path / "silent"
+    shutil.copytree(travelled["experiment"], copy, ignore=shutil.ignore_patterns("checkpoint_*", "report", "retrain"))
+    for result in copy.glob("trial_*/result.json"):
+        result.write_text("")
+    assert print_summary(load_experiment(copy)).startswith("no trial reported eval/in_range_fraction")

@@ -209,7 +209,7 @@ def print_remote_summary(location: str, grid, study: Study) -> str | None:
         return f"no trial reported {metric}"
     # scope="all" picks the trial by its best epoch, but its .metrics are the last epoch's: look the best row up.
     row = column.idxmax() if mode == "max" else column.idxmin()
-    epoch = history["epoch"][row] if "epoch" in history else "?"
+    epoch = int(history["epoch"][row]) if "epoch" in history else "?"
     print(f"best {metric}: {column[row]:.4f} at epoch {epoch}  config: {best.config}")
     print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) for `ratiotune best`")
     return None
@@ -229,9 +229,12 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     infeasible = sum(status == INFEASIBLE for status in statuses.values())
     errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
-    if experiment.trials and errored == len(experiment.trials):
-        return f"every trial errored ({errored} of {errored}); see the error lines above and error.txt in {experiment.directory}"
+    # A trial can report epochs and then error for good: the table still shows it, the exit status says it.
+    all_errored = bool(experiment.trials) and errored == len(experiment.trials)
+    failure = f"every trial errored ({errored} of {errored}); see the error lines above and error.txt in {experiment.directory}"
     if not ranked:
+        if all_errored:
+            return failure
         return f"no trial reported {metric}; see the trial logs in {experiment.directory}"
     searched = [name for name in SEARCHABLE if name in study.search.space]
     header = ["trial", *searched, f"best {metric}", "at epoch", "epochs"]
@@ -248,7 +251,7 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     print(f"best {metric}: {best.best(metric, mode):.4f} at epoch {best.best_epoch(metric, mode)} ({best.name})")
     print(f"best checkpoint: {best.best_checkpoint(metric, mode)}")
     print(f"best config:     ratiotune best {experiment.directory}")
-    return None
+    return failure if all_errored else None
 
 
 def last_line(text: str | None) -> str:
