@@ -45,9 +45,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 from ratiotune import race  # noqa: E402
-from ratiotune.results import STUDY_FILE, load_experiment  # noqa: E402
+from ratiotune.results import load_experiment  # noqa: E402
 from ratiotune.search import build_tuner  # noqa: E402
-from ratiotune.study import Study, validate_study  # noqa: E402
+from ratiotune.study import Study, validate_study, write_study  # noqa: E402
 from ratiotune.trainable import SEED_KEY, TEST_KEY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def run_search(raw: dict, storage: Path) -> tuple[Path, float]:
     study = validate_study(copy.deepcopy(raw), source=raw["name"])
     experiment_dir = storage / study.name
     experiment_dir.mkdir(parents=True)
-    (experiment_dir / STUDY_FILE).write_text(study.to_yaml())
+    write_study(experiment_dir, study)
     start = time.perf_counter()
     build_tuner(study, experiment_dir).fit()
     return experiment_dir, time.perf_counter() - start

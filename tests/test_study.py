@@ -72,8 +72,7 @@ def test_unknown_keys_are_named_with_a_suggestion(tiny_study):
         ("search.mode", "maximize", ["search.mode", "'max' or 'min'", "maximize"]),
         ("task.target_min", 4.0, ["target_min (4.0) must be <= target_max (3.0)"]),
         ("model.name", "builtin:huge", ["builtin:huge", "builtin:tiny"]),
-        ("model.name", "./no/such/model", ["./no/such/model", "does not exist"]),
-        ("task.train_prompts", "missing.txt", ["missing.txt", "builtin:train"]),
+        ("task.train_prompts", "builtin:trian", ["builtin:trian", "builtin:train"]),
         ("search.sampler", "grid", ["search.sampler", "grid"]),
         ("search.space.reward_scale", {"type": "choice"}, ["needs a non-empty 'values'"]),
     ],
@@ -110,3 +109,105 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
     assert "resources.gpu" in result.stderr and "0 available" in result.stderr
     result = run_cli("search", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "study file not found" in result.stderr
+
+
+# --------------------------------------------------------------------------- paths, schema vs launch
+
+
+def test_paths_resolve_against_the_study_folder_and_set_values_against_cwd(tmp_path, monkeypatch):
+    """The file's relative paths belong to the file; a --set path belongs to the shell it was typed in."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "prompts").mkdir(parents=True)
+    (project / "my-model").mkdir()
+    (project / "prompts" / "train.txt").write_text("a\nb\n")
+    (elsewhere / "data").mkdir(parents=True)
+    (elsewhere / "data" / "eval.txt").write_text("c\n")
+    path = project / "study.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "paths", "model": {"name": "my-model"},
+        "task": {"train_prompts": "prompts/train.txt", "eval_prompts": "prompts/missing.txt"},
+    }))
+    monkeypatch.chdir(elsewhere)
+    study = load_study(Path("../project/study.yaml"), ["task.eval_prompts=data/eval.txt"])
+    assert study.model.name == str(project / "my-model")  # a folder next to the study, not a hub id
+    assert study.task.train_prompts == str(project / "prompts" / "train.txt")
+    assert study.task.eval_prompts == str(elsewhere / "data" / "eval.txt")
+    assert (study.prompts("train"), study.prompts("eval")) == (["a", "b"], ["c"])
+    # A hub id stays a hub id; builtin names stay names.
+    study = load_study(path, ["model.name=Qwen/Qwen2.5-0.5B", "task.eval_prompts=builtin:eval"])
+    assert (study.model.name, study.task.eval_prompts) == ("Qwen/Qwen2.5-0.5B", "builtin:eval")
+    # Without the override the eval file is missing: load_study names the field and the rule.
+    with pytest.raises(StudyError, match=r"task.eval_prompts: prompt file not found: .*prompts/missing.txt .*against its folder"):
+        load_study(path)
+
+
+def test_the_study_carries_its_prompt_texts_and_a_folder_keeps_them(tiny_study, write_study, tmp_path):
+    """Read once: a later edit of the file does not leak in; study_files writes what was read."""
+    import pickle
+
+    from ratiotune.study import study_files
+    from ratiotune.study import write_study as save
+
+    study = load_study(write_study(tiny_study))
+    train_file = Path(tiny_study["task"]["train_prompts"])
+    original = train_file.read_text().split("\n")[:-1]
+    train_file.write_text("edited later\n")
+    assert study.prompts("train") == original
+    assert pickle.loads(pickle.dumps(study)).prompts("train") == original  # what Ray ships to a trial
+    files = study_files(study)
+    assert yaml.safe_load(files["study.yaml"])["task"]["train_prompts"] == "prompts/train.txt"
+    copy = save(tmp_path / "kept", study)
+    train_file.unlink()
+    again = load_study(copy)
+    assert again.task.train_prompts == str(tmp_path / "kept" / "prompts" / "train.txt")
+    assert again.prompts("train") == original and again.prompts("eval") == study.prompts("eval")
+
+
+def test_schema_check_touches_no_file_and_the_launch_check_does(tiny_study, tmp_path):
+    from ratiotune.study import check_launch
+
+    missing = with_change(with_change(tiny_study, "task.train_prompts", str(tmp_path / "gone.txt")), "model.name", "./no/such/model")
+    study = validate_study(missing)  # a copied experiment's study.yaml reads without its files
+    with pytest.raises(StudyError, match=r"task.train_prompts: prompt file not found: .*gone.txt"):
+        check_launch(study)
+    (tmp_path / "gone.txt").write_text("a prompt\n")
+    with pytest.raises(StudyError, match=r"model.name: model folder '\./no/such/model' does not exist"):
+        check_launch(validate_study(missing))
+    (tmp_path / "empty-model").mkdir()
+    with pytest.raises(StudyError, match="has no config.json") as error:
+        check_launch(validate_study(with_change(missing, "model.name", str(tmp_path / "empty-model"))))
+    assert "huggingface-cli download" in str(error.value)
+
+
+def test_a_hub_id_neither_cached_nor_reachable_is_one_line(tiny_study):
+    """HF_HUB_OFFLINE=1 (set in conftest): nothing is asked of the hub."""
+    from ratiotune.study import check_launch
+
+    study = validate_study(with_change(tiny_study, "model.name", "ratiotune-tests/no-such-model"))
+    with pytest.raises(StudyError) as error:
+        check_launch(study)
+    message = str(error.value)
+    assert message.startswith("model.name: 'ratiotune-tests/no-such-model' is not in the local hub cache")
+    assert "HF_HUB_OFFLINE is on" in message and "huggingface-cli download ratiotune-tests/no-such-model" in message
+    assert "\n" not in message
+
+
+def test_cli_refuses_an_unreachable_hub_model_fast(tmp_path):
+    """The shipped GPU study on a machine without hub access: exit 2, one line, no traceback, no retries."""
+    import time
+
+    env = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
+    start = time.monotonic()
+    result = run_cli(
+        "search", "studies/qwen2.5-0.5b.yaml", "--set", "resources.gpu=0", "--storage", str(tmp_path / "results"),
+        env=env, timeout=120,
+    )
+    seconds = time.monotonic() - start
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "model.name: 'Qwen/Qwen2.5-0.5B'" in lines[0] and "http://127.0.0.1:9 cannot be reached" in lines[0]
+    assert "HF_HUB_OFFLINE=1" in lines[0] and "huggingface-cli download" in lines[0]
+    assert not (tmp_path / "results").exists()
+    assert seconds < 30, seconds  # imports only; the hub's retry loop took ~25 s more

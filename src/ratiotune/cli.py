@@ -1,7 +1,8 @@
 """`ratiotune` command line: a thin front over study, search and results.
 
-Every user error (bad study, bad folder) is a StudyError: printed as one message,
-exit status 2, no traceback.
+Every user error (bad study, bad folder, a model that cannot be had) is a StudyError:
+printed as one message, exit status 2, no traceback. A study that ran but produced
+nothing (every trial errored, or none reported the metric) exits 1.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import yaml
 
 from ratiotune import provenance
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, load_experiment
-from ratiotune.study import SEARCHABLE, Study, StudyError, load_study
+from ratiotune.study import SEARCHABLE, Study, StudyError, check_launch, load_study, study_files
 
 EXIT_USAGE = 2
+EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
     retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
     retrain.add_argument("--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs")
+    add_address_flag(retrain)
     add_set_flag(retrain)
     retrain.set_defaults(func=cmd_retrain)
     return parser
@@ -120,7 +123,7 @@ def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
-    study = load_study(args.study, overrides)
+    study = check_launch(load_study(args.study, overrides))
     from ratiotune import memory, search, storage
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
@@ -132,7 +135,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     search.check_resources(study, search.largest_node_gpus())
     report, _ = memory.launch_report(study)
     print(report, flush=True)
-    storage.write_text(experiment_dir, STUDY_FILE, study.to_yaml())
+    # study.yaml and the prompt texts (prompts/): the folder carries everything it ran on.
+    for name, text in study_files(study, STUDY_FILE).items():
+        storage.write_text(experiment_dir, name, text)
     if not storage.is_uri(experiment_dir):
         experiment_dir = Path(experiment_dir)
         provenance.write(experiment_dir, args.argv)
@@ -141,7 +146,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
-    """Fit, then race the top configs; on an interruption print the one-line resume hint and exit non-zero."""
+    """Fit, then race the top configs; on an interruption print the one-line resume hint and exit
+    non-zero; exit EXIT_NO_RESULT when every trial errored or none reported the metric."""
     from ratiotune import resume, storage
 
     finished, grid = resume.fit(tuner, study, experiment_dir)
@@ -149,13 +155,18 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
         print(resume.interrupted_hint(experiment_dir), file=sys.stderr)
         return resume.EXIT_INTERRUPTED
     if storage.is_uri(experiment_dir):
-        print_remote_summary(experiment_dir, grid, study)
-        if study.race.enabled:
+        failure = print_remote_summary(experiment_dir, grid, study)
+        if failure is None and study.race.enabled:
             print("race: skipped (it reads the search's results from a local folder); copy the folder locally and "
                   "run `ratiotune resume` on the copy to race its top configs")
+    else:
+        experiment = load_experiment(experiment_dir)
+        failure = print_summary(experiment)
+    if failure is not None:
+        print(f"ratiotune: error: {failure}", file=sys.stderr)
+        return EXIT_NO_RESULT
+    if storage.is_uri(experiment_dir):
         return 0
-    experiment = load_experiment(experiment_dir)
-    print_summary(experiment)
     return run_race(experiment)
 
 
@@ -210,20 +221,34 @@ def start_ray(address: str | None = None) -> None:
     print(f"joined Ray cluster at {address}: {len(nodes)} node(s), {ray.cluster_resources()}", flush=True)
 
 
-def print_remote_summary(location: str, grid, study: Study) -> None:
-    """For an experiment on a URI: `best` and friends read a local copy, so print what Ray returned."""
+def print_remote_summary(location: str, grid, study: Study) -> str | None:
+    """For an experiment on a URI: `best` and friends read a local copy, so print what Ray returned.
+
+    Returns why the study produced nothing (every trial errored, no trial reported the metric), or None.
+    """
     metric, mode = study.search.metric, study.search.mode
-    print(f"\nexperiment: {location}  ({len(grid)} trials)")
+    print(f"\nexperiment: {location}  ({len(grid)} trials, {grid.num_errors} errored)")
+    if len(grid) and grid.num_errors == len(grid):
+        return f"every trial errored ({grid.num_errors} of {len(grid)}); see error.txt in the trial folders under {location}"
     try:
         best = grid.get_best_result(metric, mode, scope="all")
-    except RuntimeError:
-        print(f"no trial reported {metric}")
-        return
-    print(f"best {metric}: {best.metrics.get(metric)}  config: {best.config}")
+        history = best.metrics_dataframe
+        column = history[metric].dropna()
+    except (RuntimeError, KeyError, TypeError, AttributeError):
+        return f"no trial reported {metric}"
+    if column.empty:
+        return f"no trial reported {metric}"
+    # scope="all" picks the trial by its best epoch, but its .metrics are the last epoch's: look the best row up.
+    row = column.idxmax() if mode == "max" else column.idxmin()
+    epoch = int(history["epoch"][row]) if "epoch" in history else "?"
+    print(f"best {metric}: {column[row]:.4f} at epoch {epoch}  config: {best.config}")
     print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) for `ratiotune best`")
+    return None
 
 
-def print_summary(experiment: Experiment, top: int = 5) -> None:
+def print_summary(experiment: Experiment, top: int = 5) -> str | None:
+    """The trial table, best first. Returns why the study produced nothing (every trial errored,
+    no trial reported the metric), or None."""
     study = experiment.study
     metric, mode = study.search.metric, study.search.mode
     ranked = experiment.ranked()
@@ -235,26 +260,32 @@ def print_summary(experiment: Experiment, top: int = 5) -> None:
     infeasible = sum(status == INFEASIBLE for status in statuses.values())
     errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
+    # A trial can report epochs and then error for good: the table still shows it, the exit status says it.
+    all_errored = bool(experiment.trials) and errored == len(experiment.trials)
+    failure = f"every trial errored ({errored} of {errored}); see the error lines above and error.txt in {experiment.directory}"
     if not ranked:
-        print(f"no trial reported {metric}")
-        return
+        if all_errored:
+            return failure
+        return f"no trial reported {metric}; see the trial logs in {experiment.directory}"
     searched = [name for name in SEARCHABLE if name in study.search.space]
     window = study.search.objective_window
     print(f"search ranking by objective = mean {metric} over each trial's last {window} epochs "
           "(selection figures: optimistic for the configs they picked)")
-    header = ["trial", *searched, "objective", f"best {metric} (epoch)", "epochs"]
+    header = ["trial", *searched, "objective", f"best {metric}", "at epoch", "epochs"]
     rows = [
         [t.name]
         + [format_value(t.config.get(name)) for name in searched]
-        + [f"{t.score(metric, window):.3f}", f"{t.best(metric, mode):.3f} ({t.best_epoch(metric, mode)})", str(t.epochs)]
+        + [f"{t.score(metric, window):.3f}", f"{t.best(metric, mode):.3f}", str(t.best_epoch(metric, mode)), str(t.epochs)]
         for t in ranked[:top]
     ]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
-    checkpoint = ranked[0].best_checkpoint(metric, mode)
-    print(f"best checkpoint: {checkpoint}")
+    best = ranked[0]
+    print(f"best {metric}: {best.best(metric, mode):.4f} at epoch {best.best_epoch(metric, mode)} ({best.name})")
+    print(f"best checkpoint: {best.best_checkpoint(metric, mode)}")
     print(f"best config:     ratiotune best {experiment.directory}")
+    return failure if all_errored else None
 
 
 def last_line(text: str | None) -> str:
@@ -274,7 +305,7 @@ def format_value(value) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from ratiotune import train
 
-    study = train.resolve_study(args.study, args.overrides)
+    study = check_launch(train.resolve_study(args.study, args.overrides))
     wandb = train.WandbRun(args.wandb_project, args.wandb_entity) if args.wandb else None
     train.train(study, args.output or train.default_output(study), wandb)
     return 0
@@ -295,10 +326,13 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if not study.race.enabled or race.load_summary(experiment_dir) is not None:
             print(f"{experiment_dir}: the study and its race have finished ({len(experiment.trials)} trials); nothing to resume")
             return 0
+        check_launch(study)
         start_ray(args.address)
         search.check_resources(study, search.largest_node_gpus())
         provenance.append_resume(experiment_dir, args.argv)
         return run_race(experiment)
+    # The prompts come from the experiment's own prompts/ folder, the model from study.yaml.
+    check_launch(study)
     start_ray(args.address)
     search.check_resources(study, search.largest_node_gpus())
     provenance.append_resume(experiment_dir, args.argv)
@@ -360,7 +394,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from ratiotune.probe import check_study, format_check
 
-    study = load_study(args.study, args.overrides)
+    study = check_launch(load_study(args.study, args.overrides))
     print(format_check(check_study(study), study, args.study))
     return 0
 
@@ -371,7 +405,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_retrain(args: argparse.Namespace) -> int:
     from ratiotune import retrain
 
-    # Every input check happens here, before Ray starts.
+    # Every input check happens here, before Ray starts (GPUs: once it has, against the cluster).
     plan = retrain.plan_retrain(
         args.experiment,
         top_k=args.top_k,
@@ -382,7 +416,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         overrides=args.overrides,
         from_checkpoint=args.from_checkpoint,
     )
-    start_ray()
+    start_ray(args.address)
     retrain.retrain(plan)
     print()
     print((plan.output / "summary.md").read_text(), end="")

@@ -149,6 +149,13 @@ def study_shape(model_name: str) -> ModelShape:
     from transformers import AutoConfig
 
     source = str(Path(model_name).expanduser()) if looks_like_path(model_name) else model_name
+    if not looks_like_path(model_name):
+        from huggingface_hub import try_to_load_from_cache
+
+        # A cached hub model's config is read from the cache: no request, no retries (check_launch
+        # has already refused an id that is neither cached nor reachable).
+        cached = try_to_load_from_cache(model_name, "config.json")
+        source = str(Path(cached).parent) if isinstance(cached, str) else model_name
     c = AutoConfig.from_pretrained(source)
     return ModelShape(
         c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
@@ -158,8 +165,6 @@ def study_shape(model_name: str) -> ModelShape:
 
 def study_estimate(study) -> tuple[Estimate, str]:
     """The estimate for the study's most demanding trial (largest num_generations and max_new_tokens in the space)."""
-    from ratiotune.task import load_prompts
-
     def largest(name: str) -> int:
         spec = study.search.space.get(name)
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
@@ -168,7 +173,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
     dtype = study.model.dtype if study.model.dtype != "auto" else ("bfloat16" if on_gpu else "float32")
     generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
     # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
-    prompt_tokens = max(len(p) for p in load_prompts(study.task.train_prompts))
+    prompt_tokens = max(len(p) for p in study.prompts("train"))
     shape = study_shape(study.model.name)
     result = estimate(
         shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens, on_gpu=on_gpu

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from ratiotune.study import SEARCHABLE, ParamSpec, Study
-from ratiotune.task import load_prompts
 from ratiotune.trainable import Trial
 
 PROBE_PROMPTS = 2
@@ -74,7 +73,7 @@ def _check(study: Study, start: float) -> CheckResult:
     reference = {name: reference_value(name, study.search.space[name]) for name in names}
     with tempfile.TemporaryDirectory(prefix="ratiotune-check-") as tmp:
         probe_study = short_study(study, Path(tmp))
-        prompts = len(load_prompts(probe_study.task.train_prompts))
+        prompts = len(probe_study.prompts("train"))
         initial, reference_weights = train_once(probe_study, reference)
         _, repeat_weights = train_once(probe_study, reference)
         repeat = relative_difference(initial, reference_weights, repeat_weights)
@@ -113,7 +112,7 @@ def reference_value(name: str, spec: ParamSpec) -> float:
 
 def short_study(study: Study, directory: Path) -> Study:
     """The same study, one epoch over its first PROBE_PROMPTS training prompts."""
-    prompts = load_prompts(study.task.train_prompts)[:PROBE_PROMPTS]
+    prompts = study.prompts("train")[:PROBE_PROMPTS]
     path = directory / "probe_prompts.txt"
     path.write_text("\n".join(prompts) + "\n")
     return study.model_copy(

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, load_experiment
+from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
 from ratiotune.stats import t_interval
-from ratiotune.study import SEARCHABLE, TASK_METRICS, Study
+from ratiotune.study import SEARCHABLE, TASK_METRICS, Study, write_study
 from ratiotune.trainable import SEED_KEY, TEST_KEY
 
 RACE_DIR = "race"
@@ -126,7 +126,7 @@ def run_round(
         tuner = tune.Tuner.restore(str(folder), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / STUDY_FILE).write_text(study.to_yaml())
+        write_study(folder, study)  # study.yaml and the prompt texts: the round reads like an experiment
         param_space: dict[str, Any] = {"run": tune.grid_search(list(range(len(runs))))}
         for key in (CONTENDER_KEY, SEED_KEY, TEST_KEY):
             param_space[key] = tune.sample_from(lambda spec, key=key: runs[spec.config["run"]][key])

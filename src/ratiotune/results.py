@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ratiotune.objective import OBJECTIVE, trailing_mean
-from ratiotune.study import REPORTED_METRICS, SEARCHABLE, Study, StudyError, validate_study
+from ratiotune.study import REPORTED_METRICS, SEARCHABLE, Study, StudyError, load_study
 
 STUDY_FILE = "study.yaml"
 
@@ -256,7 +254,9 @@ def load_experiment(path: str | Path) -> Experiment:
         raise StudyError(f"{directory}: no such experiment folder")
     if not is_experiment(directory):
         raise StudyError(f"{directory}: not a ratiotune experiment (no {STUDY_FILE}; expected a folder made by `ratiotune search`)")
-    study = validate_study(yaml.safe_load((directory / STUDY_FILE).read_text()), source=str(directory / STUDY_FILE))
+    # The schema only (no file or model checks): a copied or moved folder reads anywhere. Its
+    # prompt paths resolve against the folder (prompts/), whose texts are read if present.
+    study = load_study(directory / STUDY_FILE, require_prompts=False)
     trials = [load_trial(d) for d in sorted(directory.iterdir()) if (d / "params.json").is_file()]
     states = ray_trial_states(directory)
     for trial in trials:

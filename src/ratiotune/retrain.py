@@ -22,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.race import honest_metric
+from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.stats import t_interval
-from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, validate_study
+from ratiotune.study import SEARCHABLE, Study, StudyError, apply_overrides, check_launch, validate_study, write_study
 from ratiotune.trainable import SEED_KEY, START_KEY, TEST_KEY
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
@@ -95,15 +95,16 @@ def plan_retrain(
         raise StudyError(f"{output} already exists; pass another --output (retrain results are never overwritten)")
 
     # The retrain study: the experiment's study, then --set, then the flags, validated once.
+    # Its prompt paths point into the experiment folder (prompts/), wherever it was copied to.
     raw = base.model_dump(mode="json", exclude_none=True)
-    for override in overrides:
-        apply_override(raw, override)
+    apply_overrides(raw, overrides)
     if epochs is not None:
         raw["train"]["epochs"] = epochs
     if eval_prompts is not None:
         raw["task"]["eval_prompts"] = str(Path(eval_prompts).expanduser().resolve())
     raw["task"]["eval_samples_per_prompt"] = EVAL_SAMPLES_FACTOR * int(raw["task"]["eval_samples_per_prompt"])
     study = validate_study(raw, source="retrain study (experiment study + --set/--epochs/--eval-prompts)")
+    check_launch(study)  # the prompts can be read (their texts go to the runs), the model can be had
 
     candidates = []
     for rank, trial in enumerate(ranked[:top_k], start=1):
@@ -159,14 +160,15 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
     """
     from ray import tune
 
-    from ratiotune.search import PROGRESS_METRICS, check_resources, local_gpu_count
+    from ratiotune.search import PROGRESS_METRICS, check_resources, largest_node_gpus
     from ratiotune.trainable import tune_trainable
 
     study = plan.study
-    check_resources(study, local_gpu_count())
+    # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.
+    check_resources(study, largest_node_gpus())
     runs_dir = plan.output / RUNS_DIR
     runs_dir.mkdir(parents=True)
-    (runs_dir / STUDY_FILE).write_text(study.to_yaml())
+    write_study(runs_dir, study, STUDY_FILE)
 
     by_rank = {c.rank: c for c in plan.candidates}
     # grid_search makes the rank x seed product; sample_from then fills each run's searched
@@ -200,6 +202,8 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
             storage_path=str(plan.output),
             # Only the final agents are needed: keep each run's latest checkpoint.
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            # A run whose process or node dies restarts from its checkpoint, as a search trial does.
+            failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
             progress_reporter=tune.CLIReporter(
                 parameter_columns=[RANK_KEY, SEED_KEY], metric_columns=PROGRESS_METRICS, max_report_frequency=30
             ),
@@ -314,7 +318,7 @@ def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) 
     final.mkdir(parents=True)
     for agent in ("agent_0", "agent_1"):
         shutil.copytree(checkpoint / agent, final / agent)
-    (final / "config.yaml").write_text(final_study(plan, summary).to_yaml())
+    write_study(final, final_study(plan, summary), "config.yaml")  # with final/prompts/
     summary["winner"]["final_dir"] = str(final)
     summary["winner"]["checkpoint"] = str(checkpoint)
     (plan.output / "summary.json").write_text(json.dumps(summary, indent=2))

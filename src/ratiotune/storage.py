@@ -46,12 +46,13 @@ def exists(location: str) -> bool:
 
 
 def write_text(location: str, filename: str, text: str) -> None:
-    """Create the experiment folder (or prefix) and write one file into it."""
+    """Write one file (filename may hold a subfolder: prompts/train.txt) into the experiment
+    folder (or prefix), creating the folders it needs."""
     if not is_uri(location):
-        Path(location).mkdir(parents=True)
+        (Path(location) / filename).parent.mkdir(parents=True, exist_ok=True)
         (Path(location) / filename).write_text(text)
         return
     fs, path = _filesystem(location)
-    fs.create_dir(path, recursive=True)
+    fs.create_dir(f"{path}/{filename}".rsplit("/", 1)[0], recursive=True)
     with fs.open_output_stream(f"{path}/{filename}") as stream:
         stream.write(text.encode())

@@ -2,20 +2,38 @@
 
 Everything downstream receives a `Study` value and trusts it. A bad file raises
 `StudyError` with one line per problem, naming the field, the value and what is allowed.
+
+Two kinds of checks:
+- the schema (`validate_study`): types, ranges, names, the metric. Pure, touches no file;
+  every reader of an experiment folder uses only this, so a copied folder still reads.
+- the launch check (`check_launch`): the prompt files can be read and the model can be
+  had. Only commands that train run it (search, resume, train, retrain, check); GPUs and
+  the cluster are checked once Ray is up (search.check_resources).
+
+A study travels: `load_study` makes every path absolute (against the study file's folder;
+`--set` values against the current directory) and reads the prompt texts into the Study,
+so a trial on any node, in Ray's per-trial working directory, uses those texts and never
+reads a file. A folder keeps a study as its YAML plus prompts/ (`study_files`).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+import os
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from ratiotune.models import BUILTIN_MODELS, looks_like_path
+from ratiotune.models import BUILTIN_MODELS, model_problem
 from ratiotune.objective import OBJECTIVE
-from ratiotune.task import BUILTIN_PROMPTS
+from ratiotune.task import BUILTIN_PROMPTS, load_prompts
+
+# Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt texts.
+PROMPTS_DIR = "prompts"
+PROMPT_SPLITS = ("train", "eval", "test")
 
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
 SEARCHABLE = ("learning_rate", "num_generations", "max_new_tokens", "reward_scale")
@@ -63,18 +81,19 @@ class ModelSpec(Strict):
     )
 
     @model_validator(mode="after")
-    def _exists(self) -> "ModelSpec":
+    def _known(self) -> "ModelSpec":
+        # Whether a folder or hub id can be had is a launch question (check_launch), not the schema's.
         if self.name.startswith("builtin:") and self.name not in BUILTIN_MODELS:
             raise ValueError(f"unknown builtin model {self.name!r}; allowed: {', '.join(BUILTIN_MODELS)}")
-        if self.name.startswith((".", "/", "~")) and not Path(self.name).expanduser().is_dir():
-            raise ValueError(f"model directory {self.name!r} does not exist")
         return self
 
 
 class TaskSpec(Strict):
     target_min: float = Field(2.0, gt=0, description="Lower bound of the rewarded len2/len1 band.")
     target_max: float = Field(3.0, gt=0, description="Upper bound of the rewarded band.")
-    train_prompts: str = Field("builtin:train", description="builtin:train, builtin:tutorial, or a .txt/.jsonl file.")
+    train_prompts: str = Field(
+        "builtin:train", description="builtin:train, builtin:tutorial, builtin:eval, builtin:test, or a .txt/.jsonl file."
+    )
     eval_prompts: str = Field(
         "builtin:eval", description="Held-out prompts for the fixed eval protocol: what the search and the race select on."
     )
@@ -92,8 +111,8 @@ class TaskSpec(Strict):
             raise ValueError(f"target_min ({self.target_min}) must be <= target_max ({self.target_max})")
         for field in ("train_prompts", "eval_prompts", "test_prompts"):
             value = getattr(self, field)
-            if value not in BUILTIN_PROMPTS and not Path(value).is_file():
-                raise ValueError(f"{field}: {value!r} is neither a file nor one of {', '.join(BUILTIN_PROMPTS)}")
+            if value.startswith("builtin:") and value not in BUILTIN_PROMPTS:
+                raise ValueError(f"{field}: unknown builtin prompt set {value!r}; allowed: {', '.join(BUILTIN_PROMPTS)} or a .txt/.jsonl file")
         return self
 
 
@@ -338,6 +357,11 @@ class Study(Strict):
     resources: ResourcesSpec = ResourcesSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
 
+    # Prompt texts by source (an absolute file path), read once by `read_prompts`. Ray pickles
+    # the study to every trial (tune.with_parameters), so trials on any node use exactly these
+    # texts and never read the files, which may not exist there or may have changed since.
+    _prompt_texts: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _check_pbt(self) -> "Study":
         interval = self.search.scheduler.perturbation_interval
@@ -399,6 +423,13 @@ class Study(Strict):
             values[name] = float(values[name])
         return values
 
+    def prompts(self, split: str) -> list[str]:
+        """The train, eval or test prompts: the texts read at load time, else (a builtin set, or a
+        study built in code) read now."""
+        source = getattr(self.task, f"{split}_prompts")
+        texts = self._prompt_texts.get(source)
+        return list(texts) if texts is not None else load_prompts(source)
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
 
@@ -406,8 +437,14 @@ class Study(Strict):
 # --------------------------------------------------------------------------- loading
 
 
-def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Study:
-    """Read, override (`dotted.key=value`) and validate a study file."""
+def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, require_prompts: bool = True) -> Study:
+    """Read, override (`dotted.key=value`) and validate a study file; read its prompt texts.
+
+    Relative paths in the file are resolved against the file's folder, relative paths in
+    `--set` values against the current directory. A prompt file that cannot be read is an
+    error unless `require_prompts` is False (readers of an experiment folder, which only need
+    the schema).
+    """
     path = Path(path)
     if not path.is_file():
         raise StudyError(f"study file not found: {path}")
@@ -417,9 +454,50 @@ def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
         raise StudyError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise StudyError(f"{path}: a study is a YAML mapping (name:, model:, train:, ...); got {type(raw).__name__}")
+    resolve_paths(raw, path.parent)
+    apply_overrides(raw, overrides)
+    return read_prompts(validate_study(raw, source=str(path)), strict=require_prompts)
+
+
+# (section, key) of every study value that may name a file or folder.
+PATH_FIELDS = (("model", "name"), ("task", "train_prompts"), ("task", "eval_prompts"), ("task", "test_prompts"))
+
+
+def resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    """Make every path in `raw` absolute against `base`, in place; builtin names and hub ids stay.
+
+    A model name is a local folder when it starts with . / ~ or names a folder under `base`
+    (else it is a hub id such as Qwen/Qwen2.5-0.5B).
+    """
+    for section, key in PATH_FIELDS:
+        node = raw.get(section)
+        value = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value or value.startswith("builtin:"):
+            continue
+        path = Path(value).expanduser()
+        if section == "model" and not (value.startswith((".", "/", "~")) or (base / path).is_dir()):
+            continue
+        node[key] = os.path.normpath(base.resolve() / path)  # an absolute `path` replaces base
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> None:
+    """Apply `--set` overrides in order; a path they set is resolved against the current directory."""
+    before = {field: _get(raw, field) for field in PATH_FIELDS}
     for override in overrides:
         apply_override(raw, override)
-    return validate_study(raw, source=str(path))
+    changed: dict[str, Any] = {}
+    for field in PATH_FIELDS:
+        value = _get(raw, field)
+        if value != before[field]:
+            changed.setdefault(field[0], {})[field[1]] = value
+    resolve_paths(changed, Path.cwd())
+    for section, values in changed.items():
+        raw[section].update(values)
+
+
+def _get(raw: dict[str, Any], field: tuple[str, str]) -> Any:
+    node = raw.get(field[0])
+    return node.get(field[1]) if isinstance(node, dict) else None
 
 
 def apply_override(raw: dict[str, Any], override: str) -> None:
@@ -478,3 +556,81 @@ def _allowed_keys(loc: tuple) -> list[str]:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model = annotation
     return list(model.model_fields)
+
+
+# --------------------------------------------------------------------------- prompts and launch
+
+
+def read_prompts(study: Study, *, strict: bool = True) -> Study:
+    """Read every prompt file the study names into the study (once per source); returns it.
+
+    strict: a file that is missing, unreadable or empty is a StudyError naming the field;
+    otherwise it is skipped (a reader of an experiment folder needs no prompts).
+    """
+    for split in PROMPT_SPLITS:
+        field = f"task.{split}_prompts"
+        source = getattr(study.task, f"{split}_prompts")
+        if source in BUILTIN_PROMPTS or source in study._prompt_texts:
+            continue
+        try:
+            texts = load_prompts(source)
+        except FileNotFoundError:
+            if not strict:
+                continue
+            raise StudyError(
+                f"{field}: prompt file not found: {source} (a study file's relative paths are resolved "
+                f"against its folder, --set values against the current directory; or use one of {', '.join(BUILTIN_PROMPTS)})"
+            ) from None
+        except (OSError, ValueError) as exc:
+            if not strict:
+                continue
+            raise StudyError(f"{field}: cannot read {source}: {exc}") from None
+        if not texts:
+            if not strict:
+                continue
+            raise StudyError(f"{field}: {source} holds no prompts (one per line in .txt, a 'prompt' field per line in .jsonl)")
+        study._prompt_texts[source] = texts
+    return study
+
+
+def check_launch(study: Study) -> Study:
+    """What only a command that trains needs: readable prompts (kept in the study) and a model it can load.
+
+    Raises StudyError with one line naming the field and the fixes.
+    """
+    read_prompts(study, strict=True)
+    problem = model_problem(study.model.name)
+    if problem is not None:
+        raise StudyError(f"model.name: {problem}")
+    return study
+
+
+def study_files(study: Study, filename: str = "study.yaml") -> dict[str, str]:
+    """What a folder keeps of a study, relative name -> text: FILENAME, and the prompt texts under
+    prompts/ with FILENAME pointing at them relative to the folder (load_study resolves them there).
+
+    So a copied or moved folder carries its own prompts, and a later edit of the original
+    prompt files does not change what the study trained on. Builtin prompt sets stay names.
+    """
+    raw = study.model_dump(mode="json", exclude_none=True)
+    prompts: dict[str, str] = {}
+    for split in PROMPT_SPLITS:
+        if raw["task"][f"{split}_prompts"] in BUILTIN_PROMPTS:
+            continue
+        texts = study.prompts(split)
+        if any("\n" in text for text in texts):  # one prompt per line cannot hold these: use JSON lines
+            name, text = f"{PROMPTS_DIR}/{split}.jsonl", "".join(json.dumps({"prompt": t}) + "\n" for t in texts)
+        else:
+            name, text = f"{PROMPTS_DIR}/{split}.txt", "\n".join(texts) + "\n"
+        prompts[name] = text
+        raw["task"][f"{split}_prompts"] = name
+    return {filename: yaml.safe_dump(raw, sort_keys=False), **prompts}
+
+
+def write_study(folder: Path, study: Study, filename: str = "study.yaml") -> Path:
+    """Write `study_files` into a local folder (created if needed); returns the study file's path."""
+    for name, text in study_files(study, filename).items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return folder / filename

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study
+from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
 
 # The four numbers of the per-epoch progress line (all of them go to metrics.jsonl).
 PROGRESS_METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction")
@@ -75,7 +75,7 @@ def train(study: Study, output: Path, wandb: WandbRun | None = None) -> list[dic
     from ratiotune.trainable import Trial
 
     output.mkdir(parents=True)
-    (output / "config.yaml").write_text(study.to_yaml())
+    write_study(output, study, "config.yaml")  # and its prompts under output/prompts/
     hyperparameters = study.hyperparameters({})
     print(f"training {study.name}: " + ", ".join(f"{k}={v:g}" for k, v in hyperparameters.items()) + f" -> {output}")
 

@@ -24,7 +24,7 @@ from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.study import TASK_METRICS, Study
-from ratiotune.task import batch_metrics, load_prompts
+from ratiotune.task import batch_metrics
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
 hf_logging.disable_progress_bar()
@@ -61,11 +61,12 @@ class Trial:
         # devices: agent 0's and agent 1's (see placement.choose_devices); CPU unless told.
         self.devices = devices or ["cpu", "cpu"]
         agents, tokenizer = load_agents(study.model.name, dtype=study.model.dtype, device=self.devices[0])
-        self.eval_prompts = load_prompts(study.task.eval_prompts)
+        # The texts the study carries (read once at launch): no file is read on the worker.
+        self.eval_prompts = study.prompts("eval")
         self.trainer = build_trainer(
             agents,
             tokenizer,
-            load_prompts(study.task.train_prompts),
+            study.prompts("train"),
             hyperparameters=self.hyperparameters,
             train=study.train,
             task=study.task,
@@ -127,7 +128,7 @@ class Trial:
 
     def test(self, samples_per_prompt: int) -> dict[str, float]:
         """The honest measurement: the test prompts (never trained or selected on), `test/...` names."""
-        prompts = load_prompts(self.study.task.test_prompts)
+        prompts = self.study.prompts("test")
         return {f"test/{k}": v for k, v in self.evaluate(samples_per_prompt, prompts).items()}
 
     def divergence(self, metrics: dict[str, Any]) -> str | None:
