@@ -214,8 +214,11 @@ def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_
 
 def test_four_trials_at_a_quarter_gpu_share_one_logical_gpu():
     """Ray-level packing with a light trainable: runs in its own driver, with one logical GPU."""
+    # Ray's memory monitor kills workers when the *machine* is above 95% memory, which on a
+    # shared test machine is other people's doing (seen: all four killed); packing is not about that.
     result = subprocess.run(
-        [sys.executable, str(Path(__file__)), "pack"], capture_output=True, text=True, timeout=240, cwd=REPO
+        [sys.executable, str(Path(__file__)), "pack"], capture_output=True, text=True, timeout=240, cwd=REPO,
+        env={**os.environ, "RAY_memory_monitor_refresh_ms": "0"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     trials = json.loads(result.stdout.strip().splitlines()[-1])
