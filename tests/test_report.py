@@ -139,3 +139,31 @@ def test_check_flags_reward_scale_and_not_learning_rate(tiny_study, write_study,
     assert verdicts["reward_scale"].endswith("NO EFFECT"), out
     assert "warning: reward_scale has no effect: advantage normalization" in out
     assert "warning: learning_rate" not in out
+
+
+def test_an_epoch_delivered_twice_reads_as_one_row_the_later(tiny_study, tmp_path):
+    """Ray delivers results at least once: a trial whose node died after its epoch-4 row was
+    logged but before that epoch's checkpoint was registered restarts from epoch 3's checkpoint
+    and logs epoch 4 again (seen in test_cluster's node-loss test). Every reader (report, best,
+    retrain, resume all go through results.load_experiment) sees one row per epoch, the later."""
+    from ratiotune.results import curve_table, metric_names, trial_table
+
+    experiment_dir = tmp_path / "tiny"
+    trial = experiment_dir / "trial_00000"
+    trial.mkdir(parents=True)
+    (experiment_dir / "study.yaml").write_text(yaml.safe_dump(tiny_study))
+    (trial / "params.json").write_text(json.dumps({"learning_rate": 1e-3}))
+    rows = [(1, 0.1, "lost"), (2, 0.2, "lost"), (3, 0.3, "lost"), (4, 0.9, "lost"), (4, 0.4, "head"), (5, 0.5, "head")]
+    (trial / "result.json").write_text(
+        "".join(json.dumps({"epoch": e, "eval/in_range_fraction": v, "node_id": n}) + "\n" for e, v, n in rows)
+    )
+    (loaded,) = load_experiment(experiment_dir).trials
+    assert [row["epoch"] for row in loaded.rows] == [1, 2, 3, 4, 5]
+    assert loaded.rows[3]["eval/in_range_fraction"] == 0.4 and loaded.rows[3]["node_id"] == "head"
+    assert loaded.values("eval/in_range_fraction") == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert loaded.best("eval/in_range_fraction", "max") == 0.5  # not the superseded 0.9
+    experiment = load_experiment(experiment_dir)
+    (row,) = trial_table(experiment)
+    assert row["best eval/in_range_fraction"] == 0.5 and row["best_epoch"] == 5
+    assert [r["epoch"] for r in curve_table(experiment)] == [1, 2, 3, 4, 5]
+    assert "node_id" not in metric_names(experiment)  # a string: never a numeric column

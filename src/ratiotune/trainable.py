@@ -205,6 +205,7 @@ TEST_KEY = "test_samples_per_prompt"
 
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
+    import ray
     from ray import tune
 
     from ratiotune.placement import trial_devices
@@ -223,14 +224,23 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             trial.restore(Path(directory))
+    # Which Ray node trained each epoch (a hex string; Ray's own node_ip is the same for every
+    # node of a one-machine cluster). A plain key without "/": never a numeric metric column.
+    node = {"node_id": ray.get_runtime_context().get_node_id()}
     while trial.epoch < end_epoch:
         metrics = trial.run_epoch()
         if metrics["infeasible"]:
             # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
-            tune.report(metrics)
+            tune.report({**metrics, **node})
             return
         if config.get(TEST_KEY) and trial.epoch == end_epoch:
             metrics.update(trial.test(int(config[TEST_KEY])))
         with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
             trial.save(Path(tmp), metrics)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+            # Ray delivers a result at least once: the driver logs this row, then asks the
+            # worker for its checkpoint in a separate `save` call and registers it only when
+            # that call returns (ray.tune.execution.tune_controller: _process_trial_result ->
+            # _schedule_trial_save -> _process_trial_save). A worker lost in between restarts
+            # from the previous checkpoint and reports this epoch again; results.load_trial
+            # keeps the later row.
+            tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(tmp))
