@@ -53,11 +53,14 @@ def test_a_baseline_outside_the_space_is_refused(tiny_study):
     assert validate_study(tiny_study).baseline() is None
 
 
-def test_pbt_cannot_race(tiny_study):
+def test_pbt_and_unsearched_studies_run_no_race(tiny_study):
+    tiny_study["race"] = {"enabled": True, "top_k": 2, "confirm_seeds": 2}
+    tiny_study["search"]["num_samples"] = 3
+    assert validate_study(tiny_study).race_skipped() is None
     tiny_study["search"]["scheduler"] = {"type": "pbt", "perturbation_interval": 1}
-    tiny_study["race"] = {"enabled": True}
-    with pytest.raises(StudyError, match="race.enabled: a PBT winner is a schedule"):
-        validate_study(tiny_study)
+    assert "PBT winner is a schedule" in validate_study(tiny_study).race_skipped()
+    tiny_study["search"].update(scheduler={"type": "fifo"}, space={})
+    assert "nothing is searched" in validate_study(tiny_study).race_skipped()
 
 
 def test_contenders_rank_by_mean_objective_and_a_diverged_seed_ranks_last(tiny_study):

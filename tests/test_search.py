@@ -4,7 +4,6 @@ import json
 import re
 
 import pytest
-import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -156,7 +156,7 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
         return resume.EXIT_INTERRUPTED
     if storage.is_uri(experiment_dir):
         failure = print_remote_summary(experiment_dir, grid, study)
-        if failure is None and study.race.enabled:
+        if failure is None and study.race_skipped() is None:
             print("race: skipped (it reads the search's results from a local folder); copy the folder locally and "
                   "run `ratiotune resume` on the copy to race its top configs")
     else:
@@ -174,8 +174,9 @@ def run_race(experiment: Experiment) -> int:
     """The confirmation race after a finished search (race.py); prints the honest figure."""
     from ratiotune import race, resume
 
-    if not experiment.study.race.enabled:
-        print("race: off (race.enabled: false); the figures above are selection figures and optimistic")
+    skipped = experiment.study.race_skipped()
+    if skipped is not None:
+        print(f"race: none ({skipped}); the figures above are selection figures and optimistic")
         return 0
     print(f"\nconfirmation race: the top {experiment.study.race.top_k} configs on fresh seeds", flush=True)
     try:
@@ -323,7 +324,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if resume.is_finished(experiment_dir):
         from ratiotune import race
 
-        if not study.race.enabled or race.load_summary(experiment_dir) is not None:
+        if study.race_skipped() is not None or race.load_summary(experiment_dir) is not None:
             print(f"{experiment_dir}: the study and its race have finished ({len(experiment.trials)} trials); nothing to resume")
             return 0
         check_launch(study)
@@ -366,7 +367,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         trial = ranked[0]
         values = study.hyperparameters(trial.config)
         print(f"# best trial: {trial.name}")
-        why = "race.enabled: false" if not study.race.enabled else f"the race has not finished: ratiotune resume {experiment.directory}"
+        why = study.race_skipped() or f"the race has not finished: ratiotune resume {experiment.directory}"
         print(f"# no honest figure: no fresh-seed confirmation ({why})")
         print(
             f"# selection figure (optimistic: the value it was picked on): {metric} objective "

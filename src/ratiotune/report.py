@@ -363,7 +363,7 @@ def render_markdown(
                      f"(search trial {summary['winner']['search_trial']}).")
         lines += [f"  - {line}" for line in race.headline(summary)]
         lines.append(f"  - Every round and seed: `{race.race_dir(experiment.directory) / 'summary.md'}`.")
-    elif study.race.enabled and metric == study.search.metric:
+    elif study.race_skipped() is None and metric == study.search.metric:
         lines.append(f"- No honest figure yet: the confirmation race has not finished (`ratiotune resume {experiment.directory}`).")
     if ranked:
         best = ranked[0]

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ratiotune.race import honest_metric
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.stats import t_interval

@@ -30,8 +30,6 @@ class WandbSettings:
 
 
 def param_space(study: Study) -> dict[str, Any]:
-    from ray import tune
-
     return {name: tune_domain(spec) for name, spec in study.search.space.items()}
 
 

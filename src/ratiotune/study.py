@@ -370,13 +370,6 @@ class Study(Strict):
                 f"search.scheduler.perturbation_interval ({interval}) must be < train.epochs ({self.train.epochs}), "
                 "or no trial is ever perturbed"
             )
-        if self.search.scheduler.type == "pbt" and self.race.enabled:
-            raise ValueError(
-                "race.enabled: a PBT winner is a schedule of values, not one config that can be re-run from scratch; "
-                "set race.enabled: false with scheduler.type pbt"
-            )
-        if self.race.enabled and not self.search.space:
-            raise ValueError("race.enabled: nothing is searched (search.space is empty), so there is nothing to race; set race.enabled: false")
         baseline = self.baseline()
         for name, value in (baseline or {}).items():
             if not spec_contains(self.search.space[name], value):
@@ -386,7 +379,7 @@ class Study(Strict):
                     f"({describe_space(self.search.space[name])}); set search.baseline.{name}, or "
                     "search.start_with_baseline: false"
                 )
-        if self.race.enabled:
+        if self.race_skipped() is None:
             share = self.race_share()
             if share > self.race.max_share:
                 raise ValueError(
@@ -395,6 +388,16 @@ class Study(Strict):
                     f"{self.race.max_share:g}; lower top_k or the seeds, or raise search.num_samples"
                 )
         return self
+
+    def race_skipped(self) -> str | None:
+        """Why this study runs no confirmation race, or None when it runs one."""
+        if not self.race.enabled:
+            return "race.enabled: false"
+        if not self.search.space:
+            return "nothing is searched (search.space is empty)"
+        if self.search.scheduler.type == "pbt":
+            return "a PBT winner is a schedule of values, not one config that can be re-run from scratch"
+        return None
 
     def baseline(self) -> dict[str, Any] | None:
         """The searched values of the hand-picked config (None when nothing is searched or it is off)."""
