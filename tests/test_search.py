@@ -117,6 +117,7 @@ def test_the_race_confirms_on_seeds_and_prompts_that_selected_nothing(experiment
     selection = load_experiment(race / "round-0")
     confirmation = load_experiment(race / "confirm")
     assert len(selection.trials) == 2 and {t.config["seed"] for t in selection.trials} == {1}
+    assert sorted(t.name for t in selection.trials) == ["c0_seed1", "c1_seed1"]
     assert len(confirmation.trials) in (2, 4)  # winner and baseline x 2 seeds (2 runs if the baseline won)
     assert {t.config["seed"] for t in confirmation.trials} == {2, 3}  # never the search's 0 nor round 0's 1
     for run in confirmation.trials:

@@ -141,7 +141,10 @@ def run_round(
                 max_concurrent_trials=study.search.max_concurrent_trials,
                 # The worker process is reused from run to run: saves a Python + torch start (~5 s) each.
                 reuse_actors=True,
-                trial_dirname_creator=lambda t: f"c{t.config[CONTENDER_KEY]}_seed{t.config[SEED_KEY]}",
+                # From `runs`: the sample_from values are not resolved yet when Ray names the folder.
+                trial_dirname_creator=lambda t: "c{contender}_seed{seed}".format(
+                    contender=runs[t.config["run"]][CONTENDER_KEY], seed=runs[t.config["run"]][SEED_KEY]
+                ),
             ),
             run_config=tune.RunConfig(
                 name=folder.name,
