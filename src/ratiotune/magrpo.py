@@ -215,36 +215,40 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         return tokenizer.decode(tokens[:end], skip_special_tokens=True)
 
     def save_state(self, directory: Path, epoch: int) -> None:
-        """Both agents (HF format + tokenizer) and the resumable trainer state, each tensor once.
+        """Both agents (HF format + tokenizer), their optimizers and the trainer state, each tensor once.
 
-        agent_0/ and agent_1/ hold the (float32 master) weights; trainer_state/ is comlrl's
-        atomic save_checkpoint (optimizers, RNG, our epoch cursor; loads with weights_only)
-        written with the agents hidden, so it does not hold the weights a second time.
-        For Qwen2.5-0.5B that is 2 x 4 x 494M B = 4 GB of weights + 8 GB of AdamW moments
-        per checkpoint instead of twice the weights.
+        agent_0/, agent_1/: the float32 master weights (save_pretrained); optimizer_0.pt,
+        optimizer_1.pt: AdamW's state_dict (float32 moments); trainer_state/: comlrl's
+        atomic save_checkpoint (config/dataset/tokenizer fingerprints, RNG, our epoch cursor;
+        loads with weights_only) with agents and optimizers hidden. comlrl's checkpoint would
+        store the weights a second time and copy every optimizer tensor to host memory before
+        writing (+8 GB of RAM for Qwen2.5-0.5B's moments); torch.save writes them directly.
+        Per checkpoint for Qwen2.5-0.5B: 2 x 4 x 494M B = 4 GB weights + 8 GB moments.
         """
         self._checkpoint_progress = {"kind": "magrpo", "epoch": int(epoch)}
         self.save_model(str(directory))
-        with self._agents_hidden():
+        for index, optimizer in enumerate(self.optimizers):
+            torch.save(optimizer.state_dict(), directory / f"optimizer_{index}.pt")
+        with self._comlrl_state_only():
             self.save_checkpoint(str(directory / "trainer_state"))
 
     @contextlib.contextmanager
-    def _agents_hidden(self):
-        """comlrl's checkpoint without the agents' weights (they are in agent_i/).
+    def _comlrl_state_only(self):
+        """comlrl's checkpoint without agents and optimizers (saved next to it, see save_state).
 
         comlrl records which device each agent's RNG stream lives on from the agents;
         `_checkpoint_rng_devices_override` (its hook for that) keeps those routes, so
         CUDA RNG state still restores to the right GPU.
         """
-        agents = self.agents
+        agents, optimizers = self.agents, self.optimizers
         self._checkpoint_rng_devices_override = {
             f"agents.{i}": str(next(unwrap_model(a).parameters()).device) for i, a in enumerate(agents)
         }
-        self.agents = None
+        self.agents = self.optimizers = None
         try:
             yield
         finally:
-            self.agents = agents
+            self.agents, self.optimizers = agents, optimizers
             del self._checkpoint_rng_devices_override
 
     def load_agent_weights(self, directory: Path) -> None:
@@ -266,7 +270,7 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
                 )
 
     def load_state(self, directory: Path, saved_hyperparameters: dict[str, Any] | None = None) -> int:
-        """Restore agents (from agent_i/), optimizers and RNG; returns the number of completed epochs.
+        """Restore agents (agent_i/), optimizers (optimizer_i.pt) and RNG; returns the number of completed epochs.
 
         The checkpoint may come from a trial with other hyperparameters (a PBT exploit
         copies a better trial's checkpoint into a trial whose config was just mutated).
@@ -284,11 +288,15 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             for field, value in saved.items():
                 setattr(self.args, field, value)
         try:
-            with self._agents_hidden():
+            with self._comlrl_state_only():
                 progress = self.load_checkpoint(str(directory / "trainer_state"))
         finally:
             self.args = current
         self.load_agent_weights(directory)
+        for index, optimizer in enumerate(self.optimizers):
+            # load_state_dict checks the parameter groups and counts, and moves each tensor
+            # to its parameter's device; the loaded CPU tensors are used as they are on CPU.
+            optimizer.load_state_dict(torch.load(directory / f"optimizer_{index}.pt", map_location="cpu", weights_only=True))
         for optimizer in self.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = current.agent_learning_rate
