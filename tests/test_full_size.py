@@ -56,18 +56,21 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
     start = time.perf_counter()
     trial = Trial(study, {})
     times["build_s"] = time.perf_counter() - start
+    print(f"built {times}", file=sys.stderr, flush=True)
     assert all(p.dtype == torch.float32 for a in trial.trainer.agents for p in a.parameters())
     pad_is_eos = trial.trainer.tokenizers[0].pad_token_id == trial.trainer.tokenizers[0].eos_token_id
     initial = [p.detach().clone() for p in trial.trainer.agents[0].model.norm.parameters()]
     start = time.perf_counter()
     metrics = trial.run_epoch()
     times["epoch_s"] = time.perf_counter() - start
+    print(f"epoch {times}", file=sys.stderr, flush=True)
     # lr 1e-6 moves a norm weight of 1.0 only with float32 masters (bf16 steps are 7.8e-3).
     moved = not all(torch.equal(a, b) for a, b in zip(initial, trial.trainer.agents[0].model.norm.parameters()))
-    digest = [float(p.double().sum()) for a in trial.trainer.agents for p in a.parameters()]
+    digest = [float(p.detach().double().sum()) for a in trial.trainer.agents for p in a.parameters()]
     start = time.perf_counter()
     trial.save(workdir / "ckpt", metrics)
     times["save_s"] = time.perf_counter() - start
+    print(f"saved {times}", file=sys.stderr, flush=True)
     del trial
     gc.collect()
 
@@ -75,7 +78,8 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
     restored = Trial(study, {})
     restored.restore(workdir / "ckpt")
     times["restore_s"] = time.perf_counter() - start
-    same = digest == [float(p.double().sum()) for a in restored.trainer.agents for p in a.parameters()]
+    print(f"restored {times}", file=sys.stderr, flush=True)
+    same = digest == [float(p.detach().double().sum()) for a in restored.trainer.agents for p in a.parameters()]
     start = time.perf_counter()
     evaluation = restored.evaluate()
     times["eval_s"] = time.perf_counter() - start
@@ -112,7 +116,7 @@ def run_child(model: str, dtype: str, workdir: Path) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [sys.executable, __file__, model, dtype, str(workdir)],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        capture_output=True, text=True, timeout=1200, cwd=REPO,
         env={**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
