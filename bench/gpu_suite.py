@@ -94,6 +94,8 @@ def epoch(sizes: dict, device: str, workdir: Path) -> dict:
     from ratiotune.trainable import Trial
 
     study = make_study(sizes["model"], sizes["prompts"], sizes["generations"], sizes["tokens"], True, workdir)
+    # Eval: 2 answers per held-out prompt (the smoke study's 4 would double the eval time).
+    study = study.model_copy(update={"task": study.task.model_copy(update={"eval_samples_per_prompt": 2})})
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     trial = Trial(study, {}, devices=[device, device])
