@@ -1,8 +1,9 @@
 """Disk per checkpoint: measured for builtin:tiny, by formula for two Qwen2.5-0.5B agents.
 
-A ratiotune checkpoint holds, per agent, the HF export (agent_i/, safetensors) and
-comlrl's resumable trainer state (trainer_state/: weights again + AdamW exp_avg and
-exp_avg_sq, both in the weights' dtype). So per agent ~ 4 x params x bytes-per-value.
+A ratiotune checkpoint holds each tensor once: per agent the HF export (agent_i/,
+safetensors, the float32 master weights) and AdamW's state (optimizer_i.pt: exp_avg and
+exp_avg_sq, float32), plus comlrl's trainer_state/ (RNG, config fingerprints, epoch; no
+weights). So per agent ~ 3 x params x 4 bytes, whatever model.dtype (the compute dtype) is.
 
     .venv/bin/python bench/checkpoint_size.py            # the tiny measurement + the estimate
 """
@@ -61,10 +62,9 @@ def main() -> None:
             print(f"  {name:14s} {size:>12,} bytes")
     params = qwen05b_params()
     print(f"Qwen2.5-0.5B: {params:,} params/agent")
-    for dtype, width in (("bfloat16", 2), ("float32", 4)):
-        # per agent: HF weights + trainer-state weights + AdamW exp_avg + exp_avg_sq
-        per_checkpoint = 2 * 4 * params * width
-        print(f"  {dtype}: 2 agents x 4 x {params:,} x {width} B = {per_checkpoint:,} bytes ({per_checkpoint / 1e9:.1f} GB) per checkpoint")
+    # per agent: float32 weights + AdamW exp_avg + exp_avg_sq (any model.dtype: it is the compute dtype)
+    per_checkpoint = 2 * 3 * params * 4
+    print(f"  2 agents x 3 x {params:,} x 4 B = {per_checkpoint:,} bytes ({per_checkpoint / 1e9:.1f} GB) per checkpoint")
 
 
 if __name__ == "__main__":

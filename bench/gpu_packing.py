@@ -38,14 +38,15 @@ PROMPTS = [
 ]
 
 
-def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path) -> Study:
+def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path, gpu: float | None = None) -> Study:
+    """`packing` trials at resources.gpu = 1/packing (or `gpu`: 2 = one trial, one agent per GPU)."""
     prompt_dir.mkdir(parents=True, exist_ok=True)
     (prompt_dir / "train.txt").write_text("\n".join(PROMPTS[: args.prompts]) + "\n")
     (prompt_dir / "eval.txt").write_text(PROMPTS[-1] + "\n")
     cpus = os.cpu_count() or 2
     return validate_study(
         {
-            "name": f"pack{packing}",
+            "name": f"pack{packing}" + (f"-gpu{gpu:g}" if gpu else ""),
             "model": {"name": args.model},
             "task": {"train_prompts": str(prompt_dir / "train.txt"), "eval_prompts": str(prompt_dir / "eval.txt"),
                      "eval_samples_per_prompt": 2},
@@ -54,7 +55,7 @@ def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path) -> Stu
             "search": {"num_samples": packing, "max_concurrent_trials": packing, "scheduler": {"type": "fifo"},
                        "max_failures": 0},
             # Ray packs 1/gpu trials per GPU; the CPUs are split so CPU never limits the packing.
-            "resources": {"cpu": min(1.0, cpus / packing) if args.dry_run else max(1, cpus // packing), "gpu": 1 / packing},
+            "resources": {"cpu": min(1.0, cpus / packing) if args.dry_run else max(1, cpus // packing), "gpu": gpu or 1 / packing},
         }
     )
 
@@ -67,14 +68,21 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
     from ratiotune.placement import trial_devices
     from ratiotune.trainable import Trial
 
-    # Dry run: Ray still assigns a share of a logical GPU; the agents stay on CPU.
-    devices = ["cpu", "cpu"] if dry_run else trial_devices()
+    # Dry run: Ray still assigns a share of a logical GPU; the agents stay on CPU (two CPU
+    # device names for a 2-GPU trial, so that comlrl's "mp" path runs).
+    if dry_run:
+        devices = ["cpu", "cpu:0"] if study.resources.gpu >= 2 else ["cpu", "cpu"]
+    else:
+        devices = trial_devices()
     start = time.time()
     trial = Trial(study, config, seed=config["seed"], devices=devices)
     while trial.epoch < study.train.epochs:
         metrics = trial.run_epoch()
         if devices[0].startswith("cuda"):
-            allocated, reserved = torch.cuda.max_memory_allocated() / GIB, torch.cuda.max_memory_reserved() / GIB
+            # The busiest of the trial's GPUs (two with resources.gpu: 2).
+            indices = range(torch.cuda.device_count())
+            allocated = max(torch.cuda.max_memory_allocated(i) for i in indices) / GIB
+            reserved = max(torch.cuda.max_memory_reserved(i) for i in indices) / GIB
         else:  # host peak RSS (kB on Linux), only so the dry run's column is not empty
             allocated = reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         tune.report({"epoch": trial.epoch, "epoch_seconds": metrics["system/epoch_seconds"],
@@ -82,10 +90,10 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
                      "peak_reserved_gib": reserved, "start": start, "end": time.time()})
 
 
-def run_packing(args: argparse.Namespace, packing: int, workdir: Path) -> dict:
+def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: float | None = None) -> dict:
     from ray import tune
 
-    study = bench_study(args, packing, workdir / f"prompts{packing}")
+    study = bench_study(args, packing, workdir / f"prompts{packing}-{gpu or 0:g}", gpu)
     trainable = tune.with_resources(
         tune.with_parameters(bench_trainable, study=study, dry_run=args.dry_run),
         {"cpu": study.resources.cpu, "gpu": study.resources.gpu},

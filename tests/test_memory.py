@@ -19,13 +19,17 @@ def test_parameter_count_matches_the_models():
     assert QWEN25_05B.parameters() == 494_032_768  # Qwen2.5-0.5B's published 0.49B
 
 
-def test_estimate_counts_adamw_in_the_weight_dtype():
+def test_estimate_counts_float32_masters_and_adamw_whatever_the_compute_dtype():
     bf16 = estimate(QWEN25_05B, dtype="bfloat16", num_generations=8, max_new_tokens=128, prompt_tokens=32, on_gpu=True)
     fp32 = estimate(QWEN25_05B, dtype="float32", num_generations=8, max_new_tokens=128, prompt_tokens=32, on_gpu=True)
-    assert bf16.optimizer == 2 * bf16.weights  # two moments per parameter, same dtype as the weights
-    assert fp32.weights == 2 * bf16.weights
+    assert bf16.weights == fp32.weights == 2 * 4 * QWEN25_05B.parameters()  # two agents' float32 masters
+    assert bf16.optimizer == 2 * bf16.weights  # two float32 moments per parameter
+    assert bf16.gradients == bf16.weights / 2  # freed after each agent's step: one agent's at a time
+    parallel = estimate(QWEN25_05B, dtype="bfloat16", num_generations=8, max_new_tokens=128, prompt_tokens=32, on_gpu=True, parallel=True)
+    assert parallel.gradients == bf16.weights  # one GPU per agent: both update at once
     more = estimate(QWEN25_05B, dtype="bfloat16", num_generations=16, max_new_tokens=128, prompt_tokens=32, on_gpu=True)
-    assert more.update_activations > 1.9 * bf16.update_activations
+    copy = QWEN25_05B.parameters() * 2  # autocast's bf16 copy of one agent's weights: not per token
+    assert more.update_activations - copy > 1.9 * (bf16.update_activations - copy)
 
 
 def test_packing_warns_when_trials_per_gpu_overflow_it():

@@ -9,6 +9,8 @@ import yaml
 from conftest import REPO, run_cli
 from ratiotune.study import StudyError, load_study, validate_study
 
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+
 
 def refused(study: dict, *fragments: str) -> str:
     with pytest.raises(StudyError) as info:
@@ -95,20 +97,19 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
     """Through the real CLI: exit status 2, the field named, no traceback, no experiment folder."""
     cases = {
         "typo.yaml": with_change(tiny_study, "search.space.learning_rate.low", -1.0),
-        "gpu.yaml": with_change(tiny_study, "resources.gpu", 1),  # no GPU visible: see no_gpu
+        "gpu.yaml": with_change(tiny_study, "resources.gpu", 1),  # no GPU visible: CUDA_VISIBLE_DEVICES="" below
         "metric.yaml": with_change(tiny_study, "search.metric", "accuracy"),
     }
     storage = tmp_path / "results"
-    # Hide any real GPU from the driver's Ray (it counts only CUDA_VISIBLE_DEVICES), so the GPU
-    # case is refused on a machine with GPUs too.
-    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
     for name, study in cases.items():
-        result = run_cli("search", str(write_study(study, name)), "--storage", str(storage), timeout=60, env=no_gpu)
+        # Hide any GPU so that the test means the same on a GPU machine (Ray then counts 0 GPUs).
+        # The timeout only guards against a hang: a loaded machine takes tens of seconds to start Ray.
+        result = run_cli("search", str(write_study(study, name)), "--storage", str(storage), timeout=300, env=NO_GPU)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert "error:" in result.stderr
         assert not storage.exists() or not any(storage.iterdir())
-    result = run_cli("search", str(write_study(cases["gpu.yaml"], "gpu.yaml")), "--storage", str(storage), env=no_gpu)
+    result = run_cli("search", str(write_study(cases["gpu.yaml"], "gpu.yaml")), "--storage", str(storage), env=NO_GPU)
     assert "resources.gpu" in result.stderr and "0 available" in result.stderr
     result = run_cli("search", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "study file not found" in result.stderr

@@ -24,7 +24,7 @@ LOCAL_RAY = {"RAY_ADDRESS": "local"}  # never join a cluster another process run
 def save_tiny_model(folder, tokenizer_too: bool = True) -> None:
     from ratiotune.models import load_agents
 
-    (agent, _), tokenizer = load_agents("builtin:tiny", seed=0)
+    (agent, _), tokenizer = load_agents("builtin:tiny")
     agent.save_pretrained(folder)
     if tokenizer_too:
         tokenizer.save_pretrained(folder)

@@ -14,7 +14,9 @@ generated token, which dominates the update with Qwen's 151,936-token vocabulary
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.distributed import unwrap_model
 from comlrl.utils.reward_processor import RewardProcessors
 from datasets import Dataset
+from safetensors.torch import load_file
 
 from ratiotune.task import LengthRatioReward
 
@@ -86,17 +89,51 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
     # weights that grew huge but finite overflow in the forward pass.
     nonfinite_sampling: str | None = None
 
+    # bfloat16/float16 = run forward passes under torch.autocast in that dtype; None = plain
+    # float32. The weights, gradients and AdamW moments always stay float32 (see models.py:
+    # a bf16 weight of ~0.02 moves in steps of ~1.2e-4, so a pure-bf16 AdamW step of lr < ~6e-5
+    # rounds away for most weights, and always for norm weights of ~1).
+    autocast_dtype: torch.dtype | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        # With parallel_training="mp" comlrl runs each agent's generation and update in its
+        # own thread; the counters below are shared between them.
+        self._counter_lock = threading.Lock()
+
+    def _count(self, name: str, n: int) -> None:
+        with self._counter_lock:
+            setattr(self, name, getattr(self, name) + n)
+
+    def autocast(self, device: torch.device | str) -> contextlib.AbstractContextManager:
+        """Mixed precision for one forward pass (generation or the loss) on `device`."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(torch.device(device).type, dtype=self.autocast_dtype)
+
     def first_nonfinite_parameter(self) -> str | None:
         for agent_idx, agent in enumerate(self.agents):
+            params = list(agent.parameters())
+            # One reduction and one device sync per agent (a per-tensor .item() would sync
+            # once per tensor, ~290 times for Qwen2.5-0.5B); the name is looked up only on failure.
+            if torch.stack([p.detach().isfinite().all() for p in params]).all().item():
+                continue
             for name, param in agent.named_parameters():
                 if not torch.isfinite(param).all():
                     return f"agent {agent_idx} {name}"
         return None
 
-    def _generate_completions(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        output = super()._generate_completions(*args, **kwargs)
-        self.generated_tokens += sum(output["response_lens"])
+    def _generate_completions(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        with self.autocast(next(unwrap_model(agent).parameters()).device):
+            output = super()._generate_completions(agent, *args, **kwargs)
+        self._count("generated_tokens", sum(output["response_lens"]))
         return output
+
+    def _update_from_samples(self, agent_idx: int, samples: list[Any]) -> None:
+        super()._update_from_samples(agent_idx, samples)
+        # Free this agent's gradients now rather than at its next update: with the agents
+        # updating one after the other, only one agent's float32 gradients are alive at a time.
+        self.optimizers[agent_idx].zero_grad(set_to_none=True)
 
     def run_epoch(self) -> None:
         """One pass over the training prompts, updating whenever a rollout buffer fills."""
@@ -118,16 +155,20 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         self._drain_ready_buffers([i for i, buffer in enumerate(self.rollout_buffers) if buffer])
 
     def _compute_loss_with_gradients(self, agent, completions_data, returns):
+        # The backward pass runs outside autocast (as torch recommends); it follows the
+        # forward's dtypes and leaves float32 gradients on the float32 weights.
+        with self.autocast(next(unwrap_model(agent).parameters()).device):
+            if self.fast_update:
+                loss = batched_policy_loss(self, agent, completions_data, returns)
+            else:
+                loss = super()._compute_loss_with_gradients(agent, completions_data, returns)
         if self.fast_update:
-            loss = batched_policy_loss(self, agent, completions_data, returns)
             if not torch.isfinite(loss):
-                self.nonfinite_losses += 1
-            return loss
-        loss = super()._compute_loss_with_gradients(agent, completions_data, returns)
+                self._count("nonfinite_losses", 1)
         # comlrl swaps a NaN/inf loss for a fresh constant 0.1 leaf; a real loss always has
         # a grad_fn, so this tells the two apart and still counts the divergence.
-        if loss.grad_fn is None and len(returns) and loss.item() == NONFINITE_STANDIN:
-            self.nonfinite_losses += 1
+        elif loss.grad_fn is None and len(returns) and loss.item() == NONFINITE_STANDIN:
+            self._count("nonfinite_losses", 1)
         return loss
 
     @torch.no_grad()
@@ -148,17 +189,18 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         was_training = agent.training
         agent.eval()
         try:
-            sequences = agent.generate(
-                **batch,
-                do_sample=True,
-                temperature=self.args.temperature,
-                top_p=self.args.top_p,
-                top_k=self.args.top_k,
-                max_new_tokens=max_new_tokens,
-                num_return_sequences=n,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-            )
+            with self.autocast(device):
+                sequences = agent.generate(
+                    **batch,
+                    do_sample=True,
+                    temperature=self.args.temperature,
+                    top_p=self.args.top_p,
+                    top_k=self.args.top_k,
+                    max_new_tokens=max_new_tokens,
+                    num_return_sequences=n,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
         finally:
             agent.train(was_training)
         completions = sequences[:, batch.input_ids.shape[1] :]
@@ -173,29 +215,62 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         return tokenizer.decode(tokens[:end], skip_special_tokens=True)
 
     def save_state(self, directory: Path, epoch: int) -> None:
-        """Both agents (HF format + tokenizer) and the resumable trainer state.
+        """Both agents (HF format + tokenizer), their optimizers and the trainer state, each tensor once.
 
-        comlrl's save_checkpoint writes atomically (stage + rename) and stores
-        models, optimizers, RNG and our epoch cursor; it loads with weights_only.
+        agent_0/, agent_1/: the float32 master weights (save_pretrained); optimizer_0.pt,
+        optimizer_1.pt: AdamW's state_dict (float32 moments); trainer_state/: comlrl's
+        atomic save_checkpoint (config/dataset/tokenizer fingerprints, RNG, our epoch cursor;
+        loads with weights_only) with agents and optimizers hidden. comlrl's checkpoint would
+        store the weights a second time and copy every optimizer tensor to host memory before
+        writing (+8 GB of RAM for Qwen2.5-0.5B's moments); torch.save writes them directly.
+        Per checkpoint for Qwen2.5-0.5B: 2 x 4 x 494M B = 4 GB weights + 8 GB moments.
         """
         self._checkpoint_progress = {"kind": "magrpo", "epoch": int(epoch)}
-        self.stamp_configs()
-        self.save_checkpoint(str(directory / "trainer_state"))
         self.save_model(str(directory))
+        for index, optimizer in enumerate(self.optimizers):
+            torch.save(optimizer.state_dict(), directory / f"optimizer_{index}.pt")
+        with self._comlrl_state_only():
+            self.save_checkpoint(str(directory / "trainer_state"))
 
-    def stamp_configs(self) -> None:
-        """Write into each agent's config what save_pretrained writes (dtype name, architectures).
+    @contextlib.contextmanager
+    def _comlrl_state_only(self):
+        """comlrl's checkpoint without agents and optimizers (saved next to it, see save_state).
 
-        comlrl fingerprints the model config in save_checkpoint and refuses a load whose
-        config differs; save_model (save_pretrained) mutates the live config, so without
-        this every checkpoint after the first one fails to load in a fresh process.
+        comlrl records which device each agent's RNG stream lives on from the agents;
+        `_checkpoint_rng_devices_override` (its hook for that) keeps those routes, so
+        CUDA RNG state still restores to the right GPU.
         """
-        for agent in self.agents:
-            agent.config.dtype = str(agent.dtype).split(".")[1]
-            agent.config.architectures = [agent.__class__.__name__]
+        agents, optimizers = self.agents, self.optimizers
+        self._checkpoint_rng_devices_override = {
+            f"agents.{i}": str(next(unwrap_model(a).parameters()).device) for i, a in enumerate(agents)
+        }
+        self.agents = self.optimizers = None
+        try:
+            yield
+        finally:
+            self.agents, self.optimizers = agents, optimizers
+            del self._checkpoint_rng_devices_override
+
+    def load_agent_weights(self, directory: Path) -> None:
+        """Load agent_i/*.safetensors into the live agents, strictly (a tied lm_head is not saved)."""
+        for index, agent in enumerate(self.agents):
+            agent = unwrap_model(agent)
+            files = sorted((directory / f"agent_{index}").glob("*.safetensors"))
+            if not files:
+                raise FileNotFoundError(f"no safetensors weights in {directory / f'agent_{index}'}")
+            state: dict[str, torch.Tensor] = {}
+            for file in files:
+                state.update(load_file(str(file)))
+            missing, unexpected = agent.load_state_dict(state, strict=False)
+            tied = {"lm_head.weight"} if agent.config.tie_word_embeddings else set()
+            if unexpected or set(missing) - tied:
+                raise ValueError(
+                    f"agent_{index} in {directory} does not match the model: missing {sorted(set(missing) - tied)}, "
+                    f"unexpected {sorted(unexpected)}"
+                )
 
     def load_state(self, directory: Path, saved_hyperparameters: dict[str, Any] | None = None) -> int:
-        """Restore agents, optimizers and RNG; returns the number of completed epochs.
+        """Restore agents (agent_i/), optimizers (optimizer_i.pt) and RNG; returns the number of completed epochs.
 
         The checkpoint may come from a trial with other hyperparameters (a PBT exploit
         copies a better trial's checkpoint into a trial whose config was just mutated).
@@ -206,7 +281,6 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         from this trial's config; the learning rate lives in the optimizers too, and
         load_state_dict just restored the saved one, so set ours in every param group.
         """
-        self.stamp_configs()
         current = self.args
         if saved_hyperparameters:
             saved = {field: saved_hyperparameters[name] for name, field in CONFIG_FIELDS.items()}
@@ -214,9 +288,15 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             for field, value in saved.items():
                 setattr(self.args, field, value)
         try:
-            progress = self.load_checkpoint(str(directory / "trainer_state"))
+            with self._comlrl_state_only():
+                progress = self.load_checkpoint(str(directory / "trainer_state"))
         finally:
             self.args = current
+        self.load_agent_weights(directory)
+        for index, optimizer in enumerate(self.optimizers):
+            # load_state_dict checks the parameter groups and counts, and moves each tensor
+            # to its parameter's device; the loaded CPU tensors are used as they are on CPU.
+            optimizer.load_state_dict(torch.load(directory / f"optimizer_{index}.pt", map_location="cpu", weights_only=True))
         for optimizer in self.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = current.agent_learning_rate
@@ -300,8 +380,13 @@ def build_trainer(
     task: Any,
     epochs: int,
     devices: list[str] | None = None,
+    autocast_dtype: torch.dtype | None = None,
 ) -> RatioMAGRPOTrainer:
-    """A trainer for one trial. `train` and `task` are the study's TrainSpec and TaskSpec."""
+    """A trainer for one trial. `train` and `task` are the study's TrainSpec and TaskSpec.
+
+    `autocast_dtype` (bfloat16/float16) runs the forward passes under autocast; the agents'
+    weights must be float32 (models.load_agents), which they and AdamW's moments stay.
+    """
     devices = devices or ["cpu", "cpu"]
     parallel = "mp" if len(set(devices)) > 1 else "none"
     config = MAGRPOConfig(
@@ -324,7 +409,9 @@ def build_trainer(
     )
     trainer = RatioMAGRPOTrainer(
         agents=agents,
-        tokenizer=tokenizer,
+        # One tokenizer per agent: with "mp" comlrl tokenizes from two threads, and a shared
+        # fast tokenizer raises "Already borrowed" (sample_answers also flips padding_side).
+        tokenizer=[tokenizer, copy.deepcopy(tokenizer)],
         train_dataset=Dataset.from_dict({"prompt": prompts}),
         reward_func=RecordingReward(LengthRatioReward(task.target_min, task.target_max)),
         reward_processor=RewardProcessors.scale(factor=hyperparameters["reward_scale"]),
@@ -333,4 +420,5 @@ def build_trainer(
     )
     trainer.verbose = False  # silences comlrl's per-epoch tqdm bars inside trials
     trainer.fast_update = train.fast_update
+    trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
     return trainer

@@ -4,16 +4,20 @@ Used at launch to say how many trials fit on one GPU. It is a rule of thumb mean
 on the safe side, not a measurement: bench/gpu_packing.py measures the real peak.
 
 What one trial holds (two agents, comlrl's MAGRPO):
-- per agent: weights, gradients and AdamW's two moments. torch's AdamW creates its
-  moments with zeros_like(param), so they have the weights' dtype (2 bytes each in bf16).
-- the update: comlrl runs one forward per completion and sums the losses before one
-  backward, so the activations of all num_generations sequences are alive at once, plus
-  their full-vocabulary logits (weight dtype) and the fp32 log-softmax taken from them.
-- generation: the KV cache of num_generations sequences of prompt + max_new_tokens, and
-  the sampler's sort over the vocabulary (fp32 values + int64 indices per sequence).
+- per agent: float32 master weights and AdamW's two float32 moments (16 bytes per
+  parameter with the gradients), whatever `model.dtype` says: that is the compute dtype
+  of the forward passes (torch.autocast), see models.load_agents for why.
+- gradients: float32, freed after each agent's step (RatioMAGRPOTrainer._update_from_samples),
+  so one agent's at a time when the agents update one after the other, both with one
+  GPU per agent (parallel_training="mp").
+- the update: the activations of all num_generations sequences are alive at once (one
+  batched forward), in the compute dtype, plus their full-vocabulary logits (compute
+  dtype) and the fp32 log-softmax taken from them; under autocast also the bf16 copy of
+  the agent's weights that autocast caches for the forward pass.
+- generation: the KV cache of num_generations sequences of prompt + max_new_tokens (compute
+  dtype), and the sampler's sort over the vocabulary (fp32 values + int64 indices per sequence).
 - with CUDA, the context of the trial's process (each trial is its own process).
-Generation and update do not overlap, and the agents update one after the other (on
-one device), so the peak is the states of both agents plus the larger of the two phases.
+Generation and update do not overlap, so the peak is the states plus the larger of the two phases.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+MASTER_BYTES = 4  # weights, gradients and AdamW moments are float32 (models.load_agents)
 # Values a Qwen2 decoder layer saves for backward per token, in units of hidden (H) and
 # intermediate (I) size: norms, q/k/v/o inputs and outputs, residuals (~8 H) and the
 # MLP's gate, up, activation and product (4 I). Attention runs through SDPA, which keeps
@@ -87,8 +92,12 @@ def estimate(
     max_new_tokens: int,
     prompt_tokens: int,
     on_gpu: bool,
+    parallel: bool = False,
 ) -> Estimate:
-    """Bytes one trial (two agents) needs at its peak; `dtype` is the resolved weight dtype."""
+    """Bytes one trial (two agents) needs at its peak.
+
+    `dtype` is the resolved compute dtype; `parallel` = one GPU per agent (both update at once).
+    """
     size = DTYPE_BYTES[dtype]
     params = shape.parameters()
     tokens = num_generations * (prompt_tokens + max_new_tokens)
@@ -97,12 +106,13 @@ def estimate(
     logits = tokens * shape.vocab_size * (size + 4)
     kv_cache = 2 * shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * tokens * size
     sampler = num_generations * shape.vocab_size * (4 + 8)
+    autocast_weights = params * size if size != MASTER_BYTES else 0
     return Estimate(
         parameters=params,
-        weights=2 * params * size,
-        gradients=2 * params * size,
-        optimizer=2 * 2 * params * size,
-        update_activations=activations + logits,
+        weights=2 * params * MASTER_BYTES,
+        gradients=(2 if parallel else 1) * params * MASTER_BYTES,
+        optimizer=2 * 2 * params * MASTER_BYTES,
+        update_activations=activations + logits + autocast_weights,
         generation=2 * (kv_cache + sampler),
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
     )
@@ -176,10 +186,11 @@ def study_estimate(study) -> tuple[Estimate, str]:
     prompt_tokens = max(len(p) for p in study.prompts("train"))
     shape = study_shape(study.model.name)
     result = estimate(
-        shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens, on_gpu=on_gpu
+        shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
+        on_gpu=on_gpu, parallel=study.resources.gpu >= 2,
     )
     header = (
-        f"memory estimate per trial ({study.model.name}, {dtype}, {result.parameters / 1e6:.1f}M parameters per agent, "
+        f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {result.parameters / 1e6:.1f}M parameters per agent, "
         f"num_generations {generations}, max_new_tokens {new_tokens}, prompts <= {prompt_tokens} tokens):"
     )
     return result, header

@@ -40,3 +40,21 @@ def trial_devices() -> list[str]:
     import torch
 
     return choose_devices(len(ray.get_gpu_ids()), torch.cuda.is_available())
+
+
+def local_devices(gpu: float) -> list[str]:
+    """choose_devices for a run outside Ray Tune (`ratiotune train`, `ratiotune check`).
+
+    The study's resources.gpu as Ray would assign it to one trial (a fraction or 1 -> one
+    GPU, 2 -> two), so these commands place the agents exactly as a search trial does.
+    """
+    import torch
+
+    assigned = 0 if gpu == 0 else 2 if gpu >= 2 else 1
+    devices = choose_devices(assigned, torch.cuda.is_available())
+    if assigned > 1 and torch.cuda.device_count() < assigned:
+        raise PlacementError(
+            f"resources.gpu: {gpu:g} puts one agent per GPU, but torch sees {torch.cuda.device_count()} CUDA device(s) here; "
+            "set resources.gpu: 1 (both agents on one GPU) or run on a machine with two GPUs"
+        )
+    return devices

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from ratiotune.study import SEARCHABLE, ParamSpec, Study
+from ratiotune.placement import PlacementError, local_devices
+from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError
 from ratiotune.trainable import Trial
 
 PROBE_PROMPTS = 2
@@ -58,24 +59,29 @@ class CheckResult:
 
 def check_study(study: Study) -> CheckResult:
     start = time.perf_counter()
+    try:
+        # Placed as a search trial of this study would be (resources.gpu).
+        devices = local_devices(study.resources.gpu)
+    except PlacementError as exc:
+        raise StudyError(str(exc)) from None
     # Train with the threads a trial gets (Ray sets OMP_NUM_THREADS to its CPUs): on a
     # tiny model, torch's default of one thread per core is ~10x slower on a busy machine.
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, int(study.resources.cpu)))
     try:
-        return _check(study, start)
+        return _check(study, start, devices)
     finally:
         torch.set_num_threads(threads)
 
 
-def _check(study: Study, start: float) -> CheckResult:
+def _check(study: Study, start: float, devices: list[str]) -> CheckResult:
     names = [name for name in SEARCHABLE if name in study.search.space]
     reference = {name: reference_value(name, study.search.space[name]) for name in names}
     with tempfile.TemporaryDirectory(prefix="ratiotune-check-") as tmp:
         probe_study = short_study(study, Path(tmp))
         prompts = len(probe_study.prompts("train"))
-        initial, reference_weights = train_once(probe_study, reference)
-        _, repeat_weights = train_once(probe_study, reference)
+        initial, reference_weights = train_once(probe_study, reference, devices)
+        _, repeat_weights = train_once(probe_study, reference, devices)
         repeat = relative_difference(initial, reference_weights, repeat_weights)
         del repeat_weights
         probes = []
@@ -86,7 +92,7 @@ def _check(study: Study, start: float) -> CheckResult:
             runs = []
             for value in (low, high):
                 config = {**reference, name: value}
-                runs.append(reference_weights if config == reference else train_once(probe_study, config)[1])
+                runs.append(reference_weights if config == reference else train_once(probe_study, config, devices)[1])
             probes.append(
                 Probe(name, low, high, relative_difference(initial, *runs), max(_norm(initial, w) for w in runs))
             )
@@ -123,9 +129,11 @@ def short_study(study: Study, directory: Path) -> Study:
     )
 
 
-def train_once(study: Study, config: dict[str, Any]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def train_once(
+    study: Study, config: dict[str, Any], devices: list[str] | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Weights of both agents before and after one training epoch, from the study's seeds."""
-    trial = Trial(study, config)
+    trial = Trial(study, config, devices=devices)
     before = _weights(trial)
     trial.trainer.run_epoch()  # no eval: only the update matters here
     return before, _weights(trial)

@@ -77,7 +77,7 @@ class Strict(BaseModel):
 class ModelSpec(Strict):
     name: str = Field("builtin:tiny", description="Hub id, local directory, or builtin:tiny / builtin:qwen-vocab / builtin:qwen2.5-0.5b-shape.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weight dtype; auto = float32 on CPU, bfloat16 on GPU."
+        "auto", description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU."
     )
 
     @model_validator(mode="after")

@@ -72,8 +72,14 @@ def train(study: Study, output: Path, wandb: WandbRun | None = None) -> list[dic
     if output.exists():
         raise StudyError(f"{output} already exists; pass another --output (runs are never overwritten)")
     # Import late: torch/transformers take seconds, and bad input should fail before that.
+    from ratiotune.placement import PlacementError, local_devices
     from ratiotune.trainable import Trial
 
+    try:
+        # Placed as a search trial of this study would be (resources.gpu), before anything is written.
+        devices = local_devices(study.resources.gpu)
+    except PlacementError as exc:
+        raise StudyError(str(exc)) from None
     output.mkdir(parents=True)
     write_study(output, study, "config.yaml")  # and its prompts under output/prompts/
     hyperparameters = study.hyperparameters({})
@@ -90,7 +96,8 @@ def train(study: Study, output: Path, wandb: WandbRun | None = None) -> list[dic
             config=study.model_dump(mode="json", exclude_none=True),
         )
 
-    trial = Trial(study, {})
+    trial = Trial(study, {}, devices=devices)
+    print(f"agents on {devices[0]} and {devices[1]}")
     history = []
     with open(output / "metrics.jsonl", "w") as log:
         for _ in range(study.train.epochs):

@@ -9,6 +9,7 @@ tune.get_checkpoint.
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 import time
@@ -20,7 +21,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
-from ratiotune.models import load_agents
+from ratiotune.models import load_agents, resolve_dtype
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.study import TASK_METRICS, Study
@@ -73,6 +74,7 @@ class Trial:
             # comlrl refuses to load a checkpoint past num_train_epochs, so continued runs pass their end.
             epochs=epochs or study.train.epochs,
             devices=self.devices,
+            autocast_dtype=resolve_dtype(study.model.dtype, self.devices[0]),
         )
 
     def run_epoch(self) -> dict[str, float]:
@@ -203,6 +205,23 @@ START_KEY = "start_checkpoint"
 TEST_KEY = "test_samples_per_prompt"
 
 
+# Where checkpoints are staged before tune.report copies them into the experiment folder.
+STAGING_ENV = "RATIOTUNE_CHECKPOINT_STAGING"
+
+
+def checkpoint_staging_dir() -> str:
+    """$RATIOTUNE_CHECKPOINT_STAGING if set, else the trial's own directory (Ray's get_trial_dir).
+
+    Not the system temp folder: it is often a RAM-backed tmpfs, and a Qwen2.5-0.5B
+    checkpoint is ~12 GB (float32 master weights + AdamW moments of two agents).
+    """
+    from ray import tune
+
+    directory = os.environ.get(STAGING_ENV) or tune.get_context().get_trial_dir()
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
     """Ray Tune function trainable: restore if Ray hands us a checkpoint, then loop and report."""
     import ray
@@ -235,7 +254,7 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
             return
         if config.get(TEST_KEY) and trial.epoch == end_epoch:
             metrics.update(trial.test(int(config[TEST_KEY])))
-        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=checkpoint_staging_dir()) as tmp:
             trial.save(Path(tmp), metrics)
             # Ray delivers a result at least once: the driver logs this row, then asks the
             # worker for its checkpoint in a separate `save` call and registers it only when
