@@ -46,9 +46,10 @@ def test_a_baseline_outside_the_space_is_refused(tiny_study):
     with pytest.raises(StudyError, match=r"baseline\.learning_rate: 0\.5 lies outside the space \(loguniform"):
         validate_study(tiny_study)
     tiny_study["search"]["baseline"] = None
-    tiny_study["train"]["learning_rate"] = 0.5
-    with pytest.raises(StudyError, match=r"train\.learning_rate = 0\.5 lies outside search\.space\.learning_rate"):
-        validate_study(tiny_study)
+    assert validate_study(tiny_study).baseline() == {"learning_rate": 1e-3}  # train:'s value
+    tiny_study["train"]["learning_rate"] = 0.5  # outside the space: no baseline, not an error
+    assert validate_study(tiny_study).baseline() is None
+    tiny_study["train"]["learning_rate"] = 1e-3
     tiny_study["search"]["start_with_baseline"] = False
     assert validate_study(tiny_study).baseline() is None
 

@@ -209,7 +209,8 @@ class SearchSpec(Strict):
     baseline: Optional[dict[str, Union[float, int]]] = Field(
         None,
         description="The hand-picked config every search starts with (its first trial) and the winner is compared "
-        "with; default: train:'s values of the searched names. Must lie inside the space.",
+        "with. Must lie inside the space; names it leaves out (or all, when it is not set) take train:'s values, "
+        "and when those lie outside the space the study has no baseline.",
     )
     start_with_baseline: bool = Field(True, description="Run the baseline as the first trial (Optuna's points_to_evaluate).")
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
@@ -370,15 +371,6 @@ class Study(Strict):
                 f"search.scheduler.perturbation_interval ({interval}) must be < train.epochs ({self.train.epochs}), "
                 "or no trial is ever perturbed"
             )
-        baseline = self.baseline()
-        for name, value in (baseline or {}).items():
-            if not spec_contains(self.search.space[name], value):
-                origin = "search.baseline" if name in (self.search.baseline or {}) else "train"
-                raise ValueError(
-                    f"search.baseline: {origin}.{name} = {value!r} lies outside search.space.{name} "
-                    f"({describe_space(self.search.space[name])}); set search.baseline.{name}, or "
-                    "search.start_with_baseline: false"
-                )
         if self.race_skipped() is None:
             share = self.race_share()
             if share > self.race.max_share:
@@ -403,12 +395,13 @@ class Study(Strict):
         """The searched values of the hand-picked config (None when nothing is searched or it is off)."""
         if not self.search.space or not self.search.start_with_baseline or self.search.scheduler.type == "pbt":
             return None
-        if self.search.baseline is not None:
-            values = dict(self.search.baseline)
-            missing = [name for name in self.search.space if name not in values]
-            values.update({name: getattr(self.train, name) for name in missing})
-            return values
-        return {name: getattr(self.train, name) for name in self.search.space}
+        values = dict(self.search.baseline or {})
+        values.update({name: getattr(self.train, name) for name in self.search.space if name not in values})
+        # Values taken from train: that lie outside the space mean "no baseline" (train: then
+        # serves `ratiotune train`, not the search); an explicit search.baseline was checked above.
+        if not all(spec_contains(self.search.space[name], value) for name, value in values.items()):
+            return None
+        return values
 
     def race_share(self) -> float:
         """The race's share of the study's trial-epochs at most (the search counted at num_samples x epochs)."""
