@@ -325,7 +325,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         from ratiotune import race
 
         if study.race_skipped() is not None or race.load_summary(experiment_dir) is not None:
-            print(f"{experiment_dir}: the study and its race have finished ({len(experiment.trials)} trials); nothing to resume")
+            raced = "" if study.race_skipped() is not None else ", and so has its race"
+            print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; nothing to resume")
             return 0
         check_launch(study)
         start_ray(args.address)
