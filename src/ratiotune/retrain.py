@@ -303,6 +303,7 @@ def final_study(plan: RetrainPlan, summary: dict[str, Any]) -> Study:
         start = next(r for r in winner["runs"] if r["run"] == summary["winner"]["run"])
         raw["train"]["epochs"] = int(start["epoch"])
     raw["search"].update({"space": {}, "num_samples": 1, "max_concurrent_trials": 1, "scheduler": {"type": "fifo"}})
+    raw["search"].pop("baseline", None)
     return validate_study(raw, source="final/config.yaml")
 
 

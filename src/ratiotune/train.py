@@ -60,6 +60,7 @@ def resolve_study(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> S
                 )
             raw["train"][name] = default
         space.pop(name, None)
+    raw["search"].pop("baseline", None)  # names searched values, and nothing is searched now
     return validate_study(raw, source=f"{path} (resolved for train)")
 
 
