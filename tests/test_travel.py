@@ -61,10 +61,12 @@ def test_relative_paths_work_from_another_folder_and_the_folder_keeps_the_prompt
     assert (kept["task"]["train_prompts"], kept["task"]["eval_prompts"]) == ("prompts/train.txt", "prompts/eval.txt")
     assert (experiment / "prompts" / "train.txt").read_text().splitlines() == TRAIN_PROMPTS
     assert (experiment / "prompts" / "eval.txt").read_text().splitlines() == EVAL_PROMPTS[::-1]
-    # The summary names the best value and the epoch it was reached at.
+    # The summary names the top trial's objective, its best value and the epoch it was reached at.
     best = loaded.ranked()[0]
     metric = "eval/in_range_fraction"
-    line = f"best {metric}: {best.best(metric, 'max'):.4f} at epoch {best.best_epoch(metric, 'max')} ({best.name})"
+    window = loaded.study.search.objective_window
+    line = (f"search's top by objective: {best.name}, objective {best.score(metric, window):.4f}; "
+            f"best {metric}: {best.best(metric, 'max'):.4f} at epoch {best.best_epoch(metric, 'max')} (optimistic)")
     assert line in travelled["stdout"]
 
 

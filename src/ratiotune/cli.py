@@ -283,7 +283,10 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
     best = ranked[0]
-    print(f"best {metric}: {best.best(metric, mode):.4f} at epoch {best.best_epoch(metric, mode)} ({best.name})")
+    print(
+        f"search's top by objective: {best.name}, objective {best.score(metric, window):.4f}; "
+        f"best {metric}: {best.best(metric, mode):.4f} at epoch {best.best_epoch(metric, mode)} (optimistic)"
+    )
     print(f"best checkpoint: {best.best_checkpoint(metric, mode)}")
     print(f"best config:     ratiotune best {experiment.directory}")
     return failure if all_errored else None
