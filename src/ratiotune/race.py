@@ -117,7 +117,7 @@ def run_round(
     """
     from ray import tune
 
-    from ratiotune.search import PROGRESS_METRICS, make_trainable
+    from ratiotune.search import make_trainable, seed_runs_config
 
     if (folder / ROUND_FILE).is_file():
         return load_experiment(folder)
@@ -146,17 +146,7 @@ def run_round(
                     contender=runs[t.config["run"]][CONTENDER_KEY], seed=runs[t.config["run"]][SEED_KEY]
                 ),
             ),
-            run_config=tune.RunConfig(
-                name=folder.name,
-                storage_path=str(folder.parent),
-                # Only the final agents matter here: keep each run's latest checkpoint.
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
-                progress_reporter=tune.CLIReporter(
-                    parameter_columns=[CONTENDER_KEY, SEED_KEY], metric_columns=PROGRESS_METRICS, max_report_frequency=30
-                ),
-                verbose=1,
-            ),
+            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY]),
         )
     grid = tuner.fit()
     if grid.num_terminated + grid.num_errors < len(grid):

@@ -22,7 +22,7 @@ from typing import Any
 
 from ratiotune.race import honest_metric
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
-from ratiotune.stats import t_interval
+from ratiotune.stats import format_interval, t_interval
 from ratiotune.study import SEARCHABLE, Study, StudyError, apply_overrides, check_launch, validate_study, write_study
 from ratiotune.trainable import SEED_KEY, START_KEY, TEST_KEY
 
@@ -158,7 +158,7 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
     """
     from ray import tune
 
-    from ratiotune.search import PROGRESS_METRICS, check_resources, largest_node_gpus
+    from ratiotune.search import check_resources, largest_node_gpus, seed_runs_config
     from ratiotune.trainable import tune_trainable
 
     study = plan.study
@@ -195,18 +195,7 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
             max_concurrent_trials=study.search.max_concurrent_trials,
             trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
         ),
-        run_config=tune.RunConfig(
-            name=RUNS_DIR,
-            storage_path=str(plan.output),
-            # Only the final agents are needed: keep each run's latest checkpoint.
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            # A run whose process or node dies restarts from its checkpoint, as a search trial does.
-            failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
-            progress_reporter=tune.CLIReporter(
-                parameter_columns=[RANK_KEY, SEED_KEY], metric_columns=PROGRESS_METRICS, max_report_frequency=30
-            ),
-            verbose=1,
-        ),
+        run_config=seed_runs_config(study, RUNS_DIR, str(plan.output), [RANK_KEY, SEED_KEY]),
     )
     tuner.fit()
     return load_experiment(runs_dir)
@@ -333,15 +322,6 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _stat(stats: dict[str, Any]) -> str:
-    if stats["mean"] is None:
-        return "n/a"
-    if stats["sd"] is None:
-        return f"{stats['mean']:.3f} (1 seed)"
-    low, high = stats["ci95"]
-    return f"{stats['mean']:.3f} ± {stats['sd']:.3f} [{low:.3f}, {high:.3f}]"
-
-
 def summary_markdown(summary: dict[str, Any]) -> str:
     metric = summary["metric"]
     honest = summary["honest_metric"]
@@ -367,7 +347,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         hp = c["hyperparameters"]
         cells = [str(c["rank"]), c["search_trial"], f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
                  str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}", _fmt(c["search"].get(metric)),
-                 _stat(c["stats"][metric]), _stat(c["stats"][honest])]
+                 format_interval(c["stats"][metric]), format_interval(c["stats"][honest])]
         lines.append("| " + " | ".join(cells) + " |")
     w = summary["winner"]
     winner = next(c for c in summary["configs"] if c["rank"] == w["rank"])
@@ -377,7 +357,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += ["", f"{len(failed)} run(s) failed and are left out of the statistics: "
                   + "; ".join(f"{r['run']}: {r['error']}" for r in failed)]
     lines += ["", f"Winner by mean {metric}: rank {w['rank']} ({w['search_trial']}); final agents from seed {w['seed']} ({w['run']}); "
-              f"expect {honest} {_stat(stats)} on unseen prompts."]
+              f"expect {honest} {format_interval(stats)} on unseen prompts."]
     lines.append(
         "The search's pick (rank 1) holds up: it is still the best by mean over seeds."
         if w["search_pick_holds"]

@@ -264,3 +264,19 @@ def progress_reporter(study: Study, sort_by_metric: bool = True):
         max_report_frequency=30,
         sort_by_metric=sort_by_metric,
     )
+
+
+def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[str]):
+    """RunConfig for runs of fixed configs over fresh seeds (the race's rounds, `retrain`): only the
+    final agents matter, so each run keeps its latest checkpoint; a run whose process or node dies
+    restarts from it, as a search trial does."""
+    from ray import tune
+
+    return tune.RunConfig(
+        name=name,
+        storage_path=storage_path,
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
+        progress_reporter=tune.CLIReporter(parameter_columns=columns, metric_columns=PROGRESS_METRICS, max_report_frequency=30),
+        verbose=1,
+    )

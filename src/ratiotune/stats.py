@@ -33,11 +33,11 @@ def t_interval(values: list[float]) -> dict[str, Any]:
     return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
 
 
-def format_interval(stats: dict[str, Any], digits: int = 3) -> str:
-    """'0.412 [0.301, 0.523] (n=4)', or what is missing."""
+def format_interval(stats: dict[str, Any]) -> str:
+    """'0.412 ± 0.081 [0.301, 0.523] (n=4)': mean ± sd [95% interval], or what is missing."""
     if stats["mean"] is None:
         return "n/a"
     if stats["ci95"] is None:
-        return f"{stats['mean']:.{digits}f} (1 seed)"
+        return f"{stats['mean']:.3f} (1 seed)"
     low, high = stats["ci95"]
-    return f"{stats['mean']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}] (n={stats['n']})"
+    return f"{stats['mean']:.3f} ± {stats['sd']:.3f} [{low:.3f}, {high:.3f}] (n={stats['n']})"
