@@ -106,7 +106,7 @@ def save_local_copy(directory: Path) -> None:
     from ratiotune.models import builtin_model, char_tokenizer
 
     tokenizer = char_tokenizer(151_936)
-    model = builtin_model(MODEL, tokenizer, seed=0)
+    model = builtin_model(MODEL, tokenizer)
     tokenizer.pad_token = tokenizer.eos_token
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
