@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -84,6 +85,10 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
     evaluation = restored.evaluate()
     times["eval_s"] = time.perf_counter() - start
     estimate = study_estimate(study)[0]
+    checkpoint_gb = sum(f.stat().st_size for f in (workdir / "ckpt").rglob("*") if f.is_file()) / 1e9
+    # ~8 GB per checkpoint: gone as soon as it is measured, so that repeated runs (pytest keeps
+    # earlier tmp folders) cannot fill the disk that CI shares with them.
+    shutil.rmtree(workdir / "ckpt")
     return {
         "dtype": dtype,
         "model": model,
@@ -94,7 +99,7 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
         "restored_epoch": restored.epoch,
         "eval_in_range": evaluation["in_range_fraction"],
         "pad_is_eos": pad_is_eos,
-        "checkpoint_gb": sum(f.stat().st_size for f in (workdir / "ckpt").rglob("*") if f.is_file()) / 1e9,
+        "checkpoint_gb": checkpoint_gb,
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB,
         "estimate_gib": estimate.total / GIB,
         "estimate": estimate.describe(),
@@ -127,8 +132,13 @@ def run_child(model: str, dtype: str, workdir: Path) -> dict:
 def test_full_size_model_trains_saves_restores_and_evaluates_on_cpu(tmp_path):
     local = tmp_path / "qwen-local"
     started = time.perf_counter()
-    save_local_copy(local)
-    rows = [run_child(MODEL, "bfloat16", tmp_path / "bf16"), run_child(str(local), "float32", tmp_path / "fp32")]
+    try:
+        save_local_copy(local)
+        rows = [run_child(MODEL, "bfloat16", tmp_path / "bf16"), run_child(str(local), "float32", tmp_path / "fp32")]
+    finally:  # ~2 GB of weights; also removed when a run fails (see child() for the checkpoints)
+        shutil.rmtree(local, ignore_errors=True)
+        for leftover in tmp_path.glob("*/ckpt"):
+            shutil.rmtree(leftover, ignore_errors=True)
     (tmp_path / "figures.json").write_text(json.dumps(rows, indent=2))  # the figures, also without -s
     print(f"\nfull-size model on CPU, 1 prompt x 2 generations x 8 tokens, 1 epoch ({time.perf_counter() - started:.0f} s in all):")
     for row in rows:
