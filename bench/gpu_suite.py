@@ -56,7 +56,7 @@ def rollout(sizes: dict, device: str, dtype) -> list[dict]:
 
     from ratiotune.models import load_agents
 
-    (agent, _), tokenizer = load_agents(sizes["model"], device=device)
+    (agent, _), tokenizer = load_agents(sizes["model"])
     agent.to(device).eval()
     prompt = tokenizer(["Tell a joke about dinosaurs:"], return_tensors="pt").to(device)
     steps = sizes["tokens"]

@@ -49,7 +49,7 @@ def main() -> None:
     args = parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     # Two separate instances with the same starting weights: each agent gets its own updates.
-    agents, tokenizer = load_agents(args.model, device=device)
+    agents, tokenizer = load_agents(args.model)
 
     config = MAGRPOConfig(
         num_train_epochs=args.epochs,

@@ -38,7 +38,7 @@ def test_local_directory_loads_through_the_hub_code_path(tmp_path):
     (agent, _), tokenizer = load_agents("builtin:tiny")
     agent.save_pretrained(tmp_path / "tiny")
     tokenizer.save_pretrained(tmp_path / "tiny")
-    agents, loaded_tokenizer = load_agents(str(tmp_path / "tiny"), dtype="float32")
+    agents, loaded_tokenizer = load_agents(str(tmp_path / "tiny"))
     assert (loaded_tokenizer.pad_token, loaded_tokenizer.eos_token) == ("<pad>", "<eos>")
     assert loaded_tokenizer.decode(loaded_tokenizer("abc:").input_ids) == "abc:"
     for loaded in agents:

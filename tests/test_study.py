@@ -215,3 +215,35 @@ def test_cli_refuses_an_unreachable_hub_model_fast(tmp_path):
     assert "HF_HUB_OFFLINE=1" in lines[0] and "huggingface-cli download" in lines[0]
     assert not (tmp_path / "results").exists()
     assert seconds < 30, seconds  # imports only; the hub's retry loop took ~25 s more
+
+
+# --------------------------------------------------------------------------- field descriptions
+
+
+def test_every_study_field_has_a_description_and_fields_lists_them():
+    from ratiotune.study import schema_fields
+
+    rows = schema_fields()
+    assert {name for name, *_ in rows} >= {"train.top_p", "search.space.NAME.type", "race.max_share", "checkpoint.num_to_keep"}
+    assert [name for name, _, _, description in rows if not description.strip()] == []
+
+    result = run_cli("fields", "search.scheduler")
+    assert result.returncode == 0, result.stderr
+    assert "search.scheduler.grace_period  (int, default 2)" in result.stdout
+    assert "  train.epochs  (" not in result.stdout and "  search.num_samples  (" not in result.stdout
+
+    result = run_cli("fields", "serch")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "'serch'" in result.stderr and "search" in result.stderr
+
+
+def test_the_metrics_page_matches_the_metrics_table():
+    """docs/study-file.md lists every metric with the direction ranking and the report use."""
+    from ratiotune.metrics import METRICS, SPLITS, TASK_METRICS
+
+    page = (REPO / "docs" / "study-file.md").read_text()
+    for name, (better, _) in TASK_METRICS.items():
+        assert f"| `{name}` | {better or '—'} |" in page, name
+    for key, metric in METRICS.items():
+        if key.split("/")[0] not in SPLITS:
+            assert f"| `{key}` | {metric.better or '—'} |" in page, key

@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ratiotune.cli import main
 from ratiotune.models import load_agents
 from ratiotune.study import StudyError, load_study, validate_study
-from ratiotune.train import PROGRESS_METRICS, resolve_study
+from ratiotune.metrics import PROGRESS_METRICS
+from ratiotune.one_run import resolve_study
 
 
 def changed_parameters(saved_dir) -> int:

@@ -15,8 +15,9 @@ from pathlib import Path
 import yaml
 
 from ratiotune import provenance
-from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, load_experiment
-from ratiotune.study import SEARCHABLE, Study, StudyError, check_launch, load_study, study_files
+from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
+from ratiotune.study import Study, StudyError, check_launch, load_study, study_files
+from ratiotune.wandb_settings import WandbSettings
 
 EXIT_USAGE = 2
 EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     except StudyError as exc:
         print(f"ratiotune: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `ratiotune fields | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +98,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_address_flag(retrain)
     add_set_flag(retrain)
     retrain.set_defaults(func=cmd_retrain)
+
+    fields = commands.add_parser("fields", help="list every study field: type, default, description")
+    fields.add_argument("prefix", nargs="?", default="", help="only fields under this key, e.g. search or train.top_p")
+    fields.set_defaults(func=cmd_fields)
     return parser
+
+
+def cmd_fields(args: argparse.Namespace) -> int:
+    from ratiotune.study import schema_fields
+
+    rows = [row for row in schema_fields() if row[0] == args.prefix or row[0].startswith(args.prefix.rstrip(".") + ".") or not args.prefix]
+    if not rows:
+        top = ", ".join(name for name, _, _, _ in schema_fields() if "." not in name)
+        raise StudyError(f"fields: no study field is named {args.prefix!r}; the top-level keys are: {top}")
+    for name, kind, default, description in rows:
+        if kind == "section":
+            print(f"\n{name}:  {description}")
+            continue
+        print(f"  {name}  ({kind}{', default ' + default if default else ''})\n      {description}")
+    return 0
 
 
 def add_set_flag(parser: argparse.ArgumentParser) -> None:
@@ -141,7 +164,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not storage.is_uri(experiment_dir):
         experiment_dir = Path(experiment_dir)
         provenance.write(experiment_dir, args.argv)
-    wandb = search.WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
+    wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
     return run_to_end(search.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
 
 
@@ -257,7 +280,7 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     statuses = {trial.name: trial.status(study.train.epochs) for trial in experiment.trials}
     for trial in experiment.trials:
         if statuses[trial.name] in (ERRORED, INFEASIBLE):
-            print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or last_line(trial.error)}")
+            print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or error_summary(trial.error) or ''}")
     infeasible = sum(status == INFEASIBLE for status in statuses.values())
     errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
@@ -268,7 +291,7 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
         if all_errored:
             return failure
         return f"no trial reported {metric}; see the trial logs in {experiment.directory}"
-    searched = [name for name in SEARCHABLE if name in study.search.space]
+    searched = study.searched()
     window = study.search.objective_window
     print(f"search ranking by objective = mean {metric} over each trial's last {window} epochs "
           "(selection figures: optimistic for the configs they picked)")
@@ -292,11 +315,6 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     return failure if all_errored else None
 
 
-def last_line(text: str | None) -> str:
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
-
-
 def format_value(value) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -307,11 +325,11 @@ def format_value(value) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ratiotune import train
+    from ratiotune import one_run
 
-    study = check_launch(train.resolve_study(args.study, args.overrides))
-    wandb = train.WandbRun(args.wandb_project, args.wandb_entity) if args.wandb else None
-    train.train(study, args.output or train.default_output(study), wandb)
+    study = check_launch(one_run.resolve_study(args.study, args.overrides))
+    wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
+    one_run.train(study, args.output or one_run.default_output(study), wandb)
     return 0
 
 
@@ -397,7 +415,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ratiotune.probe import check_study, format_check
+    from ratiotune.check import check_study, format_check
 
     study = check_launch(load_study(args.study, args.overrides))
     print(format_check(check_study(study), study, args.study))

@@ -180,7 +180,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
 
     on_gpu = study.resources.gpu > 0
-    dtype = study.model.dtype if study.model.dtype != "auto" else ("bfloat16" if on_gpu else "float32")
+    dtype = study.model.compute_dtype(on_gpu)
     generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
     # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
     prompt_tokens = max(len(p) for p in study.prompts("train"))

@@ -106,16 +106,6 @@ def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCaus
         return Qwen2ForCausalLM(config)
 
 
-def resolve_dtype(dtype: str, device: str) -> torch.dtype:
-    """The compute dtype of the forward passes (torch.autocast); the weights stay float32.
-
-    'auto' is float32 on CPU (bf16 matmuls are slow there) and bfloat16 on GPU.
-    """
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-
-
 def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
 
@@ -173,19 +163,16 @@ def model_problem(name: str) -> str | None:
     return None
 
 
-def load_agents(
-    name: str, *, dtype: str = "auto", device: str = "cpu"
-) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:
+def load_agents(name: str) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:
     """Two separate agent instances with identical starting weights, and one tokenizer.
 
     A hub id and a local directory take the same path (from_pretrained); only the
     builtin names are built in code. The weights are always float32 master weights:
-    `dtype` (see resolve_dtype) is the compute dtype the trainer autocasts to, because a
-    pure-bf16 AdamW step loses small updates (bf16 has 8 mantissa bits: a weight of ~0.02
-    moves in steps of ~1.2e-4 and a norm weight of 1.0 in steps of ~7.8e-3, so an update of
-    ~lr = 1e-5 rounds to nothing). `dtype` and `device` are still validated here.
+    `model.dtype` (ModelSpec.compute_dtype) is the compute dtype the trainer autocasts to,
+    because a pure-bf16 AdamW step loses small updates (bf16 has 8 mantissa bits: a weight
+    of ~0.02 moves in steps of ~1.2e-4 and a norm weight of 1.0 in steps of ~7.8e-3, so an
+    update of ~lr = 1e-5 rounds to nothing).
     """
-    resolve_dtype(dtype, device)
     if name in BUILTIN_MODELS:
         tokenizer = char_tokenizer(BUILTIN_MODELS[name].vocab_size)
         first = builtin_model(name, tokenizer).to(torch.float32)

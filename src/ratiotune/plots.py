@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from ratiotune.results import ERRORED, FINISHED, INFEASIBLE, STOPPED, UNFINISHED, Experiment, TrialResult  # noqa: E402
-from ratiotune.study import SEARCHABLE, ParamSpec  # noqa: E402
+from ratiotune.study import ParamSpec  # noqa: E402
 
 # Small, crisp figures: a report page holds several without scrolling forever.
 DPI = 110
@@ -60,7 +60,7 @@ def hyperparameter_axes(
     one); crosses along the bottom: errored / infeasible trials without a value.
     """
     study = experiment.study
-    searched = [name for name in SEARCHABLE if name in study.search.space]
+    searched = study.searched()
     # Two panels per row keeps the figure readable at page width.
     columns = min(2, len(searched))
     rows = math.ceil(len(searched) / columns)

@@ -32,7 +32,8 @@ from typing import Any
 
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
 from ratiotune.stats import t_interval
-from ratiotune.study import SEARCHABLE, TASK_METRICS, Study, write_study
+from ratiotune.metrics import TASK_METRICS
+from ratiotune.study import Study, write_study
 from ratiotune.trainable import SEED_KEY, TEST_KEY
 
 RACE_DIR = "race"
@@ -96,7 +97,7 @@ def contenders(experiment: Experiment) -> list[Contender]:
 
 def searched_values(study: Study, config: dict[str, Any]) -> dict[str, Any]:
     values = study.hyperparameters(config)
-    return {name: values[name] for name in SEARCHABLE if name in study.search.space}
+    return {name: values[name] for name in study.searched()}
 
 
 def fresh_seeds(study: Study, start: int, count: int) -> list[int]:

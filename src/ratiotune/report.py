@@ -33,7 +33,8 @@ from ratiotune.results import (
     metric_names,
     trial_table,
 )
-from ratiotune.study import REPORTED_METRICS, SEARCHABLE, ParamSpec, Study, StudyError
+from ratiotune.metrics import REPORTED_METRICS, better_direction
+from ratiotune.study import ParamSpec, Study, StudyError
 
 TOP = 3  # trials highlighted in the curves and compared for noise
 TOP_TABLE = 5  # rows of the top-trials table in report.md (trials.csv has them all)
@@ -73,7 +74,8 @@ def write_report(
     experiment = load_experiment(experiment_dir)
     study = experiment.study
     metric = metric or study.search.metric
-    mode = mode or (study.search.mode if metric == study.search.metric else "max")
+    # Another metric ranks the way the metrics table says it improves (max for descriptive ones).
+    mode = mode or (study.search.mode if metric == study.search.metric else better_direction(metric) or "max")
     available = metric_names(experiment)
     if metric not in available and metric not in REPORTED_METRICS:
         raise StudyError(f"--metric {metric!r} is not a reported metric; allowed: {', '.join(available or REPORTED_METRICS)}")
@@ -109,7 +111,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def searched(study: Study) -> list[str]:
-    return [name for name in SEARCHABLE if name in study.search.space]
+    return study.searched()
 
 
 def compute_importance(experiment: Experiment, metric: str, mode: str) -> Importance | None:
@@ -277,7 +279,7 @@ def failure_warnings(experiment: Experiment) -> list[str]:
     lines = [f"**{failed} of {total} trials failed** ({len(errored)} errored, {len(infeasible)} infeasible)."]
     causes: dict[str, int] = {}
     for trial in errored:
-        cause = _error_line(trial)
+        cause = error_summary(trial.error) or "no error text"
         causes[cause] = causes.get(cause, 0) + 1
     for cause, count in sorted(causes.items(), key=lambda item: -item[1])[:3]:
         lines.append(f"{count}× `{cause}`.")
@@ -288,10 +290,6 @@ def failure_warnings(experiment: Experiment) -> list[str]:
         lines.append(f"Infeasible (diverged) trials, e.g. `{reason}`{hint}.")
     lines.append("Each trial folder's error.txt has the full traceback.")
     return [" ".join(lines)]
-
-
-def _error_line(trial: TrialResult) -> str:
-    return error_summary(trial.error) or "no error text"
 
 
 def _range_position(spec: ParamSpec, value: float) -> float:

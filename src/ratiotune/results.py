@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.objective import OBJECTIVE, trailing_mean
-from ratiotune.study import REPORTED_METRICS, SEARCHABLE, Study, StudyError, load_study
+from ratiotune.metrics import REPORTED_METRICS, better_direction
+from ratiotune.study import Study, StudyError, load_study
 
 STUDY_FILE = "study.yaml"
 
@@ -161,7 +162,7 @@ def trial_table(experiment: Experiment, metric: str | None = None, mode: str | N
     study = experiment.study
     metric = metric or study.search.metric
     mode = mode or study.search.mode
-    searched = [name for name in SEARCHABLE if name in study.search.space]
+    searched = study.searched()
     metrics = metric_names(experiment)
     ranked = experiment.ranked(metric, mode)
     order = ranked + [t for t in experiment.trials if t not in ranked]
@@ -199,17 +200,6 @@ def curve_table(experiment: Experiment) -> list[dict[str, Any]]:
             record["time_total_s"] = row.get("time_total_s")
             table.append(record)
     return table
-
-
-def better_direction(metric: str) -> str | None:
-    """Which way a metric improves; None for descriptive ones (lengths, ratio) that have no 'best'."""
-    name = metric.rsplit("/", 1)[-1]
-    if name in ("mean_reward", "in_range_fraction", "tokens_per_second"):
-        return "max"
-    # Flat groups carry no learning signal; fewer is better. Timings: faster is better.
-    if name in ("flat_group_fraction", "epoch_seconds", "eval_seconds"):
-        return "min"
-    return None
 
 
 def error_summary(text: str | None) -> str | None:

@@ -74,7 +74,7 @@ def interrupted_hint(experiment_dir: Path) -> str:
     return f"ratiotune: interrupted; the study is saved. Continue it with: ratiotune resume {experiment_dir}"
 
 
-def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool, wandb: Any = None):
+def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool):
     """Tuner.restore with the trainable rebuilt from the experiment's own study.yaml.
 
     Unpickles Ray's experiment state: only for folders you trust. Errored trials are
@@ -95,10 +95,6 @@ def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool, wa
         resume_errored=retry_errored,
         restart_errored=False,
     )
-
-
-def checkpoint_bytes(trial_dir: Path) -> int:
-    return sum(f.stat().st_size for c in trial_dir.glob("checkpoint_*") for f in c.rglob("*") if f.is_file())
 
 
 def prune_checkpoints(experiment: Experiment, keep_best_trials: int | None) -> int:

@@ -158,8 +158,7 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
     """
     from ray import tune
 
-    from ratiotune.search import check_resources, largest_node_gpus, seed_runs_config
-    from ratiotune.trainable import tune_trainable
+    from ratiotune.search import check_resources, largest_node_gpus, make_trainable, seed_runs_config
 
     study = plan.study
     # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.
@@ -184,12 +183,8 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
             lambda spec: str(by_rank[spec.config[RANK_KEY]].start_checkpoint)
         )
 
-    trainable = tune.with_resources(
-        tune.with_parameters(tune_trainable, study=study),
-        {"cpu": study.resources.cpu, "gpu": study.resources.gpu},
-    )
     tuner = tune.Tuner(
-        trainable,
+        make_trainable(study),
         param_space=param_space,
         tune_config=tune.TuneConfig(
             max_concurrent_trials=study.search.max_concurrent_trials,

@@ -7,26 +7,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ratiotune.metrics import PROGRESS_METRICS
 from ratiotune.objective import OBJECTIVE
-from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError, continuous_params
+from ratiotune.wandb_settings import WandbSettings
+from ratiotune.study import ParamSpec, Study, StudyError, continuous_params
 
-# The trial table Ray prints while a study runs.
-PROGRESS_METRICS = ["epoch", "eval/in_range_fraction", "eval/mean_reward", OBJECTIVE]
-
-
-@dataclass(frozen=True)
-class WandbSettings:
-    """W&B logging through Ray's WandbLoggerCallback: one run per trial, grouped by experiment.
-
-    WANDB_MODE and WANDB_DIR from the environment are honoured (offline works fully offline).
-    """
-
-    project: str | None = None
-    entity: str | None = None
 
 
 def param_space(study: Study) -> dict[str, Any]:
@@ -216,7 +204,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
 
         callbacks.append(
             WandbLoggerCallback(
-                project=wandb.project or "ratiotune",
+                project=wandb.project,
                 entity=wandb.entity,
                 group=name,
                 dir=os.environ.get("WANDB_DIR"),
@@ -259,8 +247,8 @@ def progress_reporter(study: Study, sort_by_metric: bool = True):
     from ray.tune import CLIReporter
 
     return CLIReporter(
-        parameter_columns=[name for name in SEARCHABLE if name in study.search.space],
-        metric_columns=PROGRESS_METRICS,
+        parameter_columns=study.searched(),
+        metric_columns=["epoch", *PROGRESS_METRICS],
         max_report_frequency=30,
         sort_by_metric=sort_by_metric,
     )
@@ -277,6 +265,6 @@ def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[s
         storage_path=storage_path,
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
-        progress_reporter=tune.CLIReporter(parameter_columns=columns, metric_columns=PROGRESS_METRICS, max_report_frequency=30),
+        progress_reporter=tune.CLIReporter(parameter_columns=columns, metric_columns=["epoch", *PROGRESS_METRICS], max_report_frequency=30),
         verbose=1,
     )

@@ -27,8 +27,8 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from ratiotune.metrics import SELECTABLE_METRICS
 from ratiotune.models import BUILTIN_MODELS, model_problem
-from ratiotune.objective import OBJECTIVE
 from ratiotune.task import BUILTIN_PROMPTS, load_prompts
 
 # Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt texts.
@@ -37,34 +37,6 @@ PROMPT_SPLITS = ("train", "eval", "test")
 
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
 SEARCHABLE = ("learning_rate", "num_generations", "max_new_tokens", "reward_scale")
-
-# Every metric the trainable reports; `search.metric` must be one of them.
-TASK_METRICS = (
-    "mean_reward",
-    "in_range_fraction",
-    "mean_chars_agent1",
-    "mean_chars_agent2",
-    "mean_ratio",
-    "flat_group_fraction",
-)
-# What `search.metric` may name: measured every epoch on the training rollouts or the eval prompts.
-SELECTABLE_METRICS = (
-    *(f"{split}/{name}" for split in ("train", "eval") for name in TASK_METRICS),
-    "system/epoch_seconds",
-    "system/tokens_per_second",
-)
-# Measured once, at the final epoch of a confirmation run, on the test prompts (never selected on).
-TEST_METRICS = tuple(f"test/{name}" for name in TASK_METRICS)
-REPORTED_METRICS = (
-    *SELECTABLE_METRICS[: 2 * len(TASK_METRICS)],
-    OBJECTIVE,
-    *TEST_METRICS,
-    "epoch",
-    *SELECTABLE_METRICS[2 * len(TASK_METRICS):],
-    "system/eval_seconds",
-    "system/optimizer_lr",
-)
-
 
 class StudyError(Exception):
     """A study that cannot run. The message is for people: field, value, what is allowed."""
@@ -79,6 +51,12 @@ class ModelSpec(Strict):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU."
     )
+
+    def compute_dtype(self, on_gpu: bool) -> str:
+        """The dtype of the forward passes; 'auto' is float32 on CPU (bf16 matmuls are slow there) and bfloat16 on GPU."""
+        if self.dtype == "auto":
+            return "bfloat16" if on_gpu else "float32"
+        return self.dtype
 
     @model_validator(mode="after")
     def _known(self) -> "ModelSpec":
@@ -123,13 +101,17 @@ class TrainSpec(Strict):
     num_generations: int = Field(8, ge=2, description="Answers per prompt and agent (the group); >= 2 for a baseline.")
     max_new_tokens: int = Field(128, ge=1, description="Generation budget per answer.")
     reward_scale: float = Field(100.0, gt=0, description="RewardProcessors.scale factor (cancels under advantage normalization).")
-    temperature: float = Field(0.6, gt=0)
-    top_p: float = Field(0.6, gt=0, le=1)
-    top_k: Optional[int] = Field(None, ge=1, description="None = sample from the whole (top-p) distribution.")
-    advantage_normalization: bool = True
-    advantage_mode: Literal["mean", "raw", "max", "rloo"] = "mean"
+    temperature: float = Field(0.6, gt=0, description="Sampling temperature of both agents (MAGRPOConfig.temperature), in training and eval.")
+    top_p: float = Field(0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this much probability.")
+    top_k: Optional[int] = Field(None, ge=1, description="Sample only from the k most likely tokens; null = no top-k limit (top-p alone).")
+    advantage_normalization: bool = Field(
+        True, description="Divide each group's advantages by their std (comlrl's default); makes reward_scale cancel."
+    )
+    advantage_mode: Literal["mean", "raw", "max", "rloo"] = Field(
+        "mean", description="Group baseline: mean reward, none (raw), the max, or leave-one-out mean (rloo)."
+    )
     rollout_buffer_size: int = Field(2, ge=1, description="Prompts collected before each update.")
-    train_batch_size: Optional[int] = Field(None, ge=1)
+    train_batch_size: Optional[int] = Field(None, ge=1, description="Completions per optimizer step (comlrl); None = comlrl's default.")
     fast_update: bool = Field(
         True,
         description="Batched policy-gradient loss (same gradients as comlrl, several times faster with a large "
@@ -138,10 +120,12 @@ class TrainSpec(Strict):
 
 
 class ParamSpec(Strict):
-    type: Literal["loguniform", "uniform", "int", "choice"]
-    low: Optional[float] = None
-    high: Optional[float] = None
-    values: Optional[list[Union[float, int]]] = None
+    type: Literal["loguniform", "uniform", "int", "choice"] = Field(
+        description="Distribution: loguniform / uniform over [low, high], int (high included), or choice of values."
+    )
+    low: Optional[float] = Field(None, description="Smallest value (loguniform, uniform, int).")
+    high: Optional[float] = Field(None, description="Largest value (loguniform, uniform, int: included).")
+    values: Optional[list[Union[float, int]]] = Field(None, description="The values of a choice.")
     default: Optional[Union[float, int]] = Field(
         None, description="The value `ratiotune train` uses when no --set gives one; must lie inside the space."
     )
@@ -179,7 +163,9 @@ class ParamSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    type: Literal["fifo", "asha", "pbt"] = "asha"
+    type: Literal["fifo", "asha", "pbt"] = Field(
+        "asha", description="fifo: every trial runs all epochs; asha: stop weak trials early; pbt: population-based training."
+    )
     grace_period: int = Field(2, ge=1, description="ASHA: epochs every trial runs before it can be stopped.")
     reduction_factor: float = Field(2.0, gt=1, description="ASHA: keep the top 1/reduction_factor at each rung.")
     perturbation_interval: int = Field(
@@ -214,13 +200,17 @@ class SearchSpec(Strict):
     )
     start_with_baseline: bool = Field(True, description="Run the baseline as the first trial (Optuna's points_to_evaluate).")
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
-    max_concurrent_trials: int = Field(2, ge=1)
+    max_concurrent_trials: int = Field(2, ge=1, description="Trials that run at once (each takes resources.cpu / resources.gpu).")
     max_failures: int = Field(
         2, ge=0, description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored."
     )
-    sampler: Literal["tpe", "random", "qmc"] = "tpe"
-    scheduler: SchedulerSpec = SchedulerSpec()
-    space: dict[str, ParamSpec] = Field(default_factory=dict)
+    sampler: Literal["tpe", "random", "qmc"] = Field(
+        "tpe", description="Optuna sampler, seeded with train.seed (TPE samples at random for its first 10 trials)."
+    )
+    scheduler: SchedulerSpec = Field(SchedulerSpec(), description="When trials stop early (ASHA) or swap weights (PBT).")
+    space: dict[str, ParamSpec] = Field(
+        default_factory=dict, description="The searched hyperparameters (any of the four searchable train: values) and their ranges."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpec":
@@ -300,7 +290,7 @@ class ResourcesSpec(Strict):
 
 
 class CheckpointSpec(Strict):
-    num_to_keep: int = Field(2, ge=1, description="Checkpoints kept per trial, best by the study metric.")
+    num_to_keep: int = Field(2, ge=1, description="Checkpoints kept per trial, best by search/objective (plus the latest, for resume).")
     keep_best_trials: Optional[int] = Field(
         None, ge=1, description="When the study ends, delete the checkpoints of all but the best K trials (None = keep all)."
     )
@@ -350,13 +340,13 @@ class RaceSpec(Strict):
 
 class Study(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Experiment name (folder under --storage).")
-    model: ModelSpec = ModelSpec()
-    task: TaskSpec = TaskSpec()
-    train: TrainSpec = TrainSpec()
-    search: SearchSpec = SearchSpec()
-    race: RaceSpec = RaceSpec()
-    resources: ResourcesSpec = ResourcesSpec()
-    checkpoint: CheckpointSpec = CheckpointSpec()
+    model: ModelSpec = Field(ModelSpec(), description="The two agents' starting model.")
+    task: TaskSpec = Field(TaskSpec(), description="The length-ratio task: the rewarded band and the prompt sets.")
+    train: TrainSpec = Field(TrainSpec(), description="One trial's training: MAGRPO settings and the four searchable values.")
+    search: SearchSpec = Field(SearchSpec(), description="What is searched, how trials are judged, sampled and stopped.")
+    race: RaceSpec = Field(RaceSpec(), description="The confirmation race on fresh seeds that names the winner.")
+    resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and GPUs per trial.")
+    checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="Which checkpoints are kept.")
 
     # Prompt texts by source (an absolute file path), read once by `read_prompts`. Ray pickles
     # the study to every trial (tune.with_parameters), so trials on any node use exactly these
@@ -409,6 +399,10 @@ class Study(Strict):
         race = self.race.runs(configs, baseline=self.baseline() is not None)
         return race / (race + self.search.num_samples)
 
+    def searched(self) -> list[str]:
+        """The searched hyperparameters, in SEARCHABLE's order (the column order of every table and plot)."""
+        return [name for name in SEARCHABLE if name in self.search.space]
+
     def hyperparameters(self, config: dict[str, Any]) -> dict[str, Any]:
         """The four searchable values for one trial: the trial's config over the study's fixed ones."""
         values = {name: getattr(self.train, name) for name in SEARCHABLE}
@@ -428,6 +422,40 @@ class Study(Strict):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def schema_fields(model: type[BaseModel] = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(dotted name, type, default, description) of every study field: `ratiotune fields` prints them."""
+    import typing
+
+    model = model or Study
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation, dotted = field.annotation, f"{prefix}{name}"
+        nested = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.append((dotted, "section", "", field.description or ""))
+            rows.extend(schema_fields(annotation, f"{dotted}."))
+        elif nested:  # search.space: a mapping of name -> ParamSpec
+            rows.append((dotted, f"mapping of name -> {nested[0].__name__}", "{}", field.description or ""))
+            rows.extend(schema_fields(nested[0], f"{dotted}.NAME."))
+        else:
+            default = "" if field.is_required() else json.dumps(field.get_default(call_default_factory=True))
+            rows.append((dotted, _type_name(annotation), default, field.description or ""))
+    return rows
+
+
+def _type_name(annotation: Any) -> str:
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return " | ".join(str(a) for a in args)
+    if origin is Union or str(origin) == "<class 'types.UnionType'>":
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin in (list, dict):
+        return f"{origin.__name__} of {', '.join(_type_name(a) for a in args)}"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 # --------------------------------------------------------------------------- loading

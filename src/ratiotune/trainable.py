@@ -21,10 +21,11 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
-from ratiotune.models import load_agents, resolve_dtype
+from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
-from ratiotune.study import TASK_METRICS, Study
+from ratiotune.metrics import TASK_METRICS
+from ratiotune.study import Study
 from ratiotune.task import batch_metrics
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
@@ -61,7 +62,7 @@ class Trial:
         seed_everything(self.seed)
         # devices: agent 0's and agent 1's (see placement.choose_devices); CPU unless told.
         self.devices = devices or ["cpu", "cpu"]
-        agents, tokenizer = load_agents(study.model.name, dtype=study.model.dtype, device=self.devices[0])
+        agents, tokenizer = load_agents(study.model.name)
         # The texts the study carries (read once at launch): no file is read on the worker.
         self.eval_prompts = study.prompts("eval")
         self.trainer = build_trainer(
@@ -74,7 +75,7 @@ class Trial:
             # comlrl refuses to load a checkpoint past num_train_epochs, so continued runs pass their end.
             epochs=epochs or study.train.epochs,
             devices=self.devices,
-            autocast_dtype=resolve_dtype(study.model.dtype, self.devices[0]),
+            autocast_dtype=getattr(torch, study.model.compute_dtype(on_gpu=self.devices[0].startswith("cuda"))),
         )
 
     def run_epoch(self) -> dict[str, float]:

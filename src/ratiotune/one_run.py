@@ -12,22 +12,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ratiotune.metrics import PROGRESS_METRICS
+from ratiotune.wandb_settings import WandbSettings
 from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
 
-# The four numbers of the per-epoch progress line (all of them go to metrics.jsonl).
-PROGRESS_METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction")
-
-
-@dataclass(frozen=True)
-class WandbRun:
-    """Where the one W&B run goes; WANDB_MODE and WANDB_DIR from the environment are honoured."""
-
-    project: str | None = None
-    entity: str | None = None
 
 
 def resolve_study(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> Study:
@@ -68,7 +59,7 @@ def default_output(study: Study) -> Path:
     return Path("results") / f"{study.name}-train-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(study: Study, output: Path, wandb: WandbRun | None = None) -> list[dict[str, Any]]:
+def train(study: Study, output: Path, wandb: WandbSettings | None = None) -> list[dict[str, Any]]:
     """Train `study`'s one config; write config.yaml, metrics.jsonl, agent_0/ and agent_1/ under `output`."""
     if output.exists():
         raise StudyError(f"{output} already exists; pass another --output (runs are never overwritten)")
@@ -91,7 +82,7 @@ def train(study: Study, output: Path, wandb: WandbRun | None = None) -> list[dic
         import wandb as wandb_lib
 
         run = wandb_lib.init(
-            project=wandb.project or "ratiotune",
+            project=wandb.project,
             entity=wandb.entity,
             name=output.name,
             config=study.model_dump(mode="json", exclude_none=True),

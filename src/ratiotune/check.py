@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ratiotune.placement import PlacementError, local_devices
-from ratiotune.study import SEARCHABLE, ParamSpec, Study, StudyError
+from ratiotune.study import ParamSpec, Study, StudyError
 from ratiotune.trainable import Trial
 
 PROBE_PROMPTS = 2
@@ -75,7 +75,7 @@ def check_study(study: Study) -> CheckResult:
 
 
 def _check(study: Study, start: float, devices: list[str]) -> CheckResult:
-    names = [name for name in SEARCHABLE if name in study.search.space]
+    names = study.searched()
     reference = {name: reference_value(name, study.search.space[name]) for name in names}
     with tempfile.TemporaryDirectory(prefix="ratiotune-check-") as tmp:
         probe_study = short_study(study, Path(tmp))
