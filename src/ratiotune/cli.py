@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_fields(args: argparse.Namespace) -> int:
     from ratiotune.study import schema_fields
 
-    rows = [row for row in schema_fields() if row[0] == args.prefix or row[0].startswith(args.prefix.rstrip(".") + ".") or not args.prefix]
+    prefix = args.prefix.rstrip(".")
+    rows = [row for row in schema_fields() if not prefix or row[0] == prefix or row[0].startswith(prefix + ".")]
     if not rows:
         top = ", ".join(name for name, _, _, _ in schema_fields() if "." not in name)
         raise StudyError(f"fields: no study field is named {args.prefix!r}; the top-level keys are: {top}")

@@ -12,8 +12,8 @@ from typing import Any
 
 from ratiotune.metrics import PROGRESS_METRICS
 from ratiotune.objective import OBJECTIVE
-from ratiotune.wandb_settings import WandbSettings
 from ratiotune.study import ParamSpec, Study, StudyError, continuous_params
+from ratiotune.wandb_settings import WandbSettings
 
 
 
