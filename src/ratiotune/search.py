@@ -198,7 +198,9 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     storage_path, name = split_location(experiment_dir)
     trainable = make_trainable(study)
     search = study.search
-    callbacks = []
+    from ratiotune.trial_logs import trial_loggers
+
+    callbacks = trial_loggers()
     if wandb is not None:
         from ray.air.integrations.wandb import WandbLoggerCallback
 
@@ -260,9 +262,12 @@ def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[s
     restarts from it, as a search trial does."""
     from ray import tune
 
+    from ratiotune.trial_logs import trial_loggers
+
     return tune.RunConfig(
         name=name,
         storage_path=storage_path,
+        callbacks=trial_loggers(),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         progress_reporter=tune.CLIReporter(parameter_columns=columns, metric_columns=["epoch", *PROGRESS_METRICS], max_report_frequency=30),
