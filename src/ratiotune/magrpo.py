@@ -10,6 +10,9 @@ It also replaces comlrl's per-sample policy-gradient loss with a batched one (sa
 math, same gradients to float rounding; see `batched_policy_loss`), because comlrl's
 version runs one forward per completion and one full-vocabulary log_softmax per
 generated token, which dominates the update with Qwen's 151,936-token vocabulary.
+
+Rollouts and eval decode through one `generation.Decoding` per agent (train.generation:
+eager, or a kept static KV cache, compiled or not).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from comlrl.utils.reward_processor import RewardProcessors
 from datasets import Dataset
 from safetensors.torch import load_file
 
+from ratiotune.generation import Decoding
 from ratiotune.task import LengthRatioReward
 
 # The comlrl release whose internals this module was written and tested against.
@@ -94,6 +98,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
     # a bf16 weight of ~0.02 moves in steps of ~1.2e-4, so a pure-bf16 AdamW step of lr < ~6e-5
     # rounds away for most weights, and always for norm weights of ~1).
     autocast_dtype: torch.dtype | None = None
+    # One per agent (build_trainer); None = comlrl's own generate() call, unchanged.
+    decoding: list[Decoding] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -123,9 +129,26 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
                     return f"agent {agent_idx} {name}"
         return None
 
-    def _generate_completions(self, agent: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _generate_completions(
+        self, agent: Any, batch_items: list[Any], agent_idx: int = 0, num_return_sequences: int = 1,
+        max_new_tokens: int = 128, **kwargs: Any,
+    ) -> dict[str, Any]:
+        plain_prompts = kwargs.get("prompts_override") is None and kwargs.get("external_prompts") is None
+        if self.decoding is not None and plain_prompts:
+            # comlrl tokenizes the prompts inside; the cache is sized from the same padded
+            # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
+            prompts = [self.formatters[agent_idx](item) for item in batch_items]
+            prompt_tokens = self.tokenizers[agent_idx](prompts, padding=True, truncation=True).input_ids
+            kwargs.update(
+                self.decoding[agent_idx].generate_kwargs(
+                    "rollout", len(batch_items) * num_return_sequences, max(map(len, prompt_tokens)), max_new_tokens
+                )
+            )
         with self.autocast(next(unwrap_model(agent).parameters()).device):
-            output = super()._generate_completions(agent, *args, **kwargs)
+            output = super()._generate_completions(
+                agent, batch_items, agent_idx=agent_idx, num_return_sequences=num_return_sequences,
+                max_new_tokens=max_new_tokens, **kwargs,
+            )
         self._count("generated_tokens", sum(output["response_lens"]))
         return output
 
@@ -186,6 +209,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             batch = tokenizer(prompts, return_tensors="pt", padding=True).to(device)
         finally:
             tokenizer.padding_side = side
+        rows, prompt_tokens = len(prompts) * n, batch.input_ids.shape[1]
+        decoding = self.decoding[agent_idx].generate_kwargs("eval", rows, prompt_tokens, max_new_tokens) if self.decoding else {}
         was_training = agent.training
         agent.eval()
         try:
@@ -200,6 +225,7 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
                     num_return_sequences=n,
                     pad_token_id=tokenizer.pad_token_id,
                     eos_token_id=tokenizer.eos_token_id,
+                    **decoding,
                 )
         finally:
             agent.train(was_training)
@@ -384,6 +410,8 @@ def build_trainer(
 ) -> RatioMAGRPOTrainer:
     """A trainer for one trial. `train` and `task` are the study's TrainSpec and TaskSpec.
 
+    `train.generation` picks each agent's decoding on its device (generation.resolve).
+
     `autocast_dtype` (bfloat16/float16) runs the forward passes under autocast; the agents'
     weights must be float32 (models.load_agents), which they and AdamW's moments stay.
     """
@@ -421,4 +449,5 @@ def build_trainer(
     trainer.verbose = False  # silences comlrl's per-epoch tqdm bars inside trials
     trainer.fast_update = train.fast_update
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
+    trainer.decoding = [Decoding(train.generation, agent, device) for agent, device in zip(agents, devices)]
     return trainer

@@ -117,6 +117,12 @@ class TrainSpec(Strict):
         description="Batched policy-gradient loss (same gradients as comlrl, several times faster with a large "
         "vocabulary); false runs comlrl's own per-token loss.",
     )
+    generation: Literal["auto", "eager", "static", "compiled"] = Field(
+        "auto",
+        description="How rollouts and eval decode: eager (dynamic KV cache, as comlrl does), static (a fixed-size "
+        "KV cache kept between calls), compiled (that cache plus a torch.compile'd decode step; CUDA graphs on a "
+        "GPU); auto = compiled on CUDA, eager on CPU.",
+    )
 
 
 class ParamSpec(Strict):

@@ -1,0 +1,127 @@
+"""How an agent decodes: which KV cache `generate()` uses and whether its decode step is compiled.
+
+Rollouts (comlrl's `_generate_completions`) and eval (`sample_answers`) both ask one
+`Decoding` per agent for the extra `generate()` arguments of a call; comlrl passes extra
+keyword arguments through to `generate`, so nothing else in comlrl changes.
+
+`train.generation` (study.py):
+- eager: transformers' dynamic cache, as comlrl calls it (the old behaviour, bit for bit).
+- static: a fixed-size KV cache (`StaticCache`) kept between calls, decoded uncompiled.
+- compiled: the same static cache, and the one-token decode step run through
+  `torch.compile` (transformers' CompileConfig; on CUDA mode "reduce-overhead", which
+  captures it in CUDA graphs). The prompt's prefill is never compiled (transformers).
+- auto: compiled on CUDA, eager on CPU (see `resolve`).
+
+Why the caches are kept and sized this way (each point is a way to lose the compiled speed):
+- Dynamo compiles one graph per input shape and recompiles at most
+  torch._dynamo.config.recompile_limit (8) times per function before it falls back to
+  eager for good. The decode step's shapes are the cache's (rows, max_cache_len) only:
+  transformers builds the 4-D attention mask over the whole cache outside the compiled
+  call. So the cache length is the prompt length rounded up to PROMPT_BUCKET plus
+  max_new_tokens: prompts of 1..32 tokens share one cache and one graph.
+- A CUDA graph reads fixed memory addresses: a new cache tensor re-records the graph, and
+  after 128 unexpected re-records PyTorch silently stops using graphs. transformers makes
+  a new StaticCache per `generate` call; we pass our own and reset it in place instead
+  (`Cache.reset` zeroes the tensors, same addresses). AdamW updates the weights in place,
+  and checkpoint restores copy into them (`load_state_dict`), so the graphs keep reading
+  the live weights.
+- Rollouts and eval differ in batch (num_generations vs eval prompts x samples) and in
+  grad mode (comlrl generates under inference_mode with requires_grad off), so each
+  purpose has its own cache and its own graph: one cache per (purpose, rows, length).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import StaticCache
+from transformers.generation.configuration_utils import CompileConfig
+
+MODES = ("auto", "eager", "static", "compiled")
+# Prompt lengths are rounded up to a multiple of this many tokens when sizing a cache.
+PROMPT_BUCKET = 32
+
+
+def resolve(mode: str, device: str | torch.device) -> str:
+    """The decoding `mode` ('auto' or one of eager/static/compiled) means on `device`.
+
+    auto = compiled on CUDA, eager on CPU. The CUDA choice is from public figures, not
+    measured here (no GPU was lent to this work): eager HF decoding is bound by kernel
+    launches at ~15-30 ms per step, CUDA graphs bring it to ~1-2 ms (transformers' "LLM
+    inference optimization" docs: ~4x; gpt-fast 25 -> 107 tokens/s). On CPU
+    bench/generation_speed.py measured no gain from compiling and a loss from the static
+    cache on builtin:tiny (docs/gpus-and-clusters.md has the figures), so CPU stays eager.
+    """
+    if mode not in MODES:
+        raise ValueError(f"generation mode {mode!r}; allowed: {', '.join(MODES)}")
+    if mode != "auto":
+        return mode
+    return "compiled" if torch.device(device).type == "cuda" else "eager"
+
+
+def cache_length(prompt_tokens: int, max_new_tokens: int) -> int:
+    """Tokens a static cache holds: the prompt rounded up to PROMPT_BUCKET, plus the answer."""
+    return -(-prompt_tokens // PROMPT_BUCKET) * PROMPT_BUCKET + max_new_tokens
+
+
+def compile_config(device: str | torch.device, backend: str = "inductor") -> CompileConfig:
+    """How the decode step is compiled on `device`.
+
+    CUDA: inductor with mode "reduce-overhead" (CUDA graphs). Elsewhere: no CUDA graphs
+    (mode None), and `_compile_all_devices` because transformers compiles only on
+    accelerators unless told. dynamic=False: one static graph per cache shape, never
+    a dynamic-shape graph (which CUDA graphs would record once per shape anyway).
+    Tests on CPU pass backend="aot_eager" (traced by Dynamo and AOTAutograd, no codegen).
+    """
+    on_cuda = torch.device(device).type == "cuda"
+    mode = "reduce-overhead" if on_cuda and backend == "inductor" else None
+    config = CompileConfig(fullgraph=False, dynamic=False, backend=backend, mode=mode)
+    if not on_cuda:
+        config._compile_all_devices = True
+    return config
+
+
+class Decoding:
+    """One agent's decoding mode and the static caches it keeps between `generate` calls."""
+
+    def __init__(self, mode: str, model: torch.nn.Module, device: str | torch.device):
+        self.mode = resolve(mode, device)
+        self.model = model
+        # A test may swap in another backend before the first call (compile_config(device, "aot_eager")).
+        self.compile_config = compile_config(device) if self.mode == "compiled" else None
+        # (purpose, rows, max_cache_len) -> the cache; see the module docstring for why it is kept.
+        self.caches: dict[tuple[str, int, int], StaticCache] = {}
+
+    def generate_kwargs(self, purpose: str, rows: int, prompt_tokens: int, max_new_tokens: int) -> dict[str, Any]:
+        """Extra `generate()` arguments for one call of `rows` sequences (prompts x return sequences).
+
+        `prompt_tokens` is the call's padded prompt length. Nothing for eager: the
+        call is exactly what it was before this option existed.
+        """
+        if self.mode == "eager":
+            return {}
+        key = (purpose, rows, cache_length(prompt_tokens, max_new_tokens))
+        cache = self.caches.get(key)
+        if cache is None:
+            # Allocated lazily by its first prefill, in the dtypes of the keys and values
+            # (autocast decides them), then never again.
+            cache = self.caches[key] = StaticCache(config=self.model.config, max_cache_len=key[2])
+        else:
+            # comlrl generates under inference_mode, so the rollout caches hold inference
+            # tensors, which may be changed in place only there.
+            with torch.inference_mode():
+                cache.reset()
+        if self.mode == "static":
+            # On CUDA transformers would otherwise compile the decode step of any static cache.
+            return {"cache": cache, "disable_compile": True}
+        return {"cache": cache, "compile_config": self.compile_config}
+
+    def kept_bytes(self) -> int:
+        """Bytes of the caches kept now (0 until their first call allocates them)."""
+        return sum(
+            layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
+            for cache in self.caches.values()
+            for layer in cache.layers
+            if layer.is_initialized
+        )

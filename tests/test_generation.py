@@ -1,0 +1,154 @@
+"""train.generation: the static KV cache gives the eager tokens, and the compiled decode step
+never recompiles once warm (over epochs, eval and a checkpoint restore).
+
+Facts, not timing: tokens and parameters compared exactly, Dynamo's own recompile error.
+Compilation uses the aot_eager backend on CPU (Dynamo + AOTAutograd, no code generation):
+what recompiles is decided by Dynamo's guards, the same with every backend.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import run_cli
+
+from ratiotune.generation import MODES, PROMPT_BUCKET, Decoding, cache_length, compile_config, resolve
+from ratiotune.models import load_agents
+from ratiotune.study import TrainSpec, validate_study
+from ratiotune.trainable import Trial
+
+# Left-padded to the longest (37 characters = tokens): 1..37 tokens of real prompt per row.
+PROMPTS = ["Hi:", "Tell a joke about dinosaurs:", "Design a playground on Mars, please:", "A"]
+
+
+def sample(model, tokenizer, decoding: Decoding | None, purpose: str = "eval", n: int = 3, tokens: int = 24):
+    """One seeded, left-padded sampling call, as sample_answers makes it; returns the token ids."""
+    tokenizer.padding_side = "left"
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    extra = decoding.generate_kwargs(purpose, len(PROMPTS) * n, batch.input_ids.shape[1], tokens) if decoding else {}
+    torch.manual_seed(7)
+    model.eval()
+    with torch.no_grad():
+        return model.generate(
+            **batch, do_sample=True, temperature=0.6, top_p=0.6, max_new_tokens=tokens, num_return_sequences=n,
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, **extra,
+        )  # fmt: skip
+
+
+def adamw_step(model, optimizer, tokenizer) -> None:
+    """One real update (a language-model loss on the prompts), in place as in training."""
+    model.train()
+    tokenizer.padding_side = "right"
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    loss = model(**batch, labels=batch.input_ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def test_static_cache_gives_the_eager_tokens_across_updates():
+    """Same seed, same weights: the kept static cache samples exactly the dynamic cache's tokens,
+    on left-padded prompts of 1..37 tokens, over calls with AdamW steps in between."""
+    (eager_model, static_model), tokenizer = load_agents("builtin:tiny")
+    decoding = Decoding("static", static_model, "cpu")
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager_model, static_model)]
+    for call in range(3):
+        expected = sample(eager_model, tokenizer, None)
+        got = sample(static_model, tokenizer, decoding)
+        assert torch.equal(expected, got), f"call {call}"
+        assert (expected[:, -24:] != tokenizer.pad_token_id).any()  # real tokens were sampled, not only padding
+        for model, optimizer in zip((eager_model, static_model), optimizers):
+            adamw_step(model, optimizer, tokenizer)
+        assert torch.equal(eager_model.lm_head.weight, static_model.lm_head.weight)
+    # One cache, reused: 37 prompt tokens round up to 64, plus the 24 new tokens.
+    assert list(decoding.caches) == [("eval", 12, 64 + 24)]
+
+
+def test_a_static_trial_trains_exactly_as_an_eager_one(tiny_study):
+    """Through comlrl's rollouts, the batched update and our eval: the same answers and,
+    after two epochs of updates, the same parameters to the bit."""
+    runs = {}
+    for mode in ("eager", "static"):
+        study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": mode}})
+        trial = Trial(study, {})
+        assert [d.mode for d in trial.trainer.decoding] == [mode, mode]
+        answers = []
+        for _ in range(2):
+            trial.trainer.run_epoch()
+            answers.append(trial.trainer.reward_func.take_groups())
+            answers.append(trial.evaluate())
+        runs[mode] = (answers, [p.detach().clone() for a in trial.trainer.agents for p in a.parameters()], trial)
+    assert runs["static"][0] == runs["eager"][0]
+    assert all(torch.equal(a, b) for a, b in zip(runs["static"][1], runs["eager"][1]))
+    static_trial = runs["static"][2]
+    # Per agent: one rollout cache (2 generations) and one eval cache (2 prompts x 2 samples).
+    for decoding in static_trial.trainer.decoding:
+        assert sorted(k[:2] for k in decoding.caches) == [("eval", 4), ("rollout", 2)]
+        assert decoding.kept_bytes() > 0
+    assert all(not d.caches for d in runs["eager"][2].trainer.decoding)
+
+
+def cache_addresses(trial: Trial) -> dict:
+    return {
+        (agent, key): [layer.keys.data_ptr() for layer in cache.layers]
+        for agent, decoding in enumerate(trial.trainer.decoding)
+        for key, cache in decoding.caches.items()
+    }
+
+
+def test_compiled_decoding_never_recompiles_after_warm_up(tiny_study, tmp_path):
+    """Warm up (one epoch + eval compiles the rollout and the eval graph), then turn any
+    recompile into an error: an epoch, eval, a checkpoint restore and another epoch + eval run
+    on the same graphs and the same cache tensors."""
+    from torch._dynamo.utils import counters
+
+    study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": "compiled"}})
+    trial = Trial(study, {})
+    for decoding in trial.trainer.decoding:
+        assert decoding.mode == "compiled"
+        decoding.compile_config = compile_config("cpu", backend="aot_eager")
+    torch._dynamo.reset()
+    counters.clear()
+
+    trial.run_epoch()
+    graphs = counters["stats"]["unique_graphs"]
+    # A rollout graph and an eval graph; the two agents share them (Dynamo passes the weights
+    # in as graph inputs, so its guards do not pin one module instance).
+    assert graphs == 2
+    addresses = cache_addresses(trial)
+    assert len(addresses) == 4
+
+    trial.save(tmp_path / "checkpoint")
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        trial.run_epoch()
+        trial.restore(tmp_path / "checkpoint")
+        metrics = trial.run_epoch()
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert cache_addresses(trial) == addresses
+    assert trial.epoch == 2 and metrics["infeasible"] == 0
+
+
+def test_modes_resolve_per_device_and_caches_are_bucketed():
+    assert TrainSpec().generation == "auto"
+    assert [resolve("auto", d) for d in ("cpu", "cuda:0", torch.device("cuda", 1))] == ["eager", "compiled", "compiled"]
+    assert resolve("static", "cpu") == "static" and resolve("eager", "cuda:0") == "eager"
+    with pytest.raises(ValueError, match="'fast'.*auto, eager, static, compiled"):
+        resolve("fast", "cpu")
+    assert cache_length(1, 8) == cache_length(PROMPT_BUCKET, 8) == PROMPT_BUCKET + 8
+    assert cache_length(PROMPT_BUCKET + 1, 8) == 2 * PROMPT_BUCKET + 8
+    assert compile_config("cuda:0").mode == "reduce-overhead" and compile_config("cpu").mode is None
+
+
+def test_every_generation_value_validates_and_a_bad_one_exits_2(tiny_study, write_study):
+    assert set(TrainSpec.model_fields["generation"].annotation.__args__) == set(MODES)
+    for mode in MODES:
+        study = copy.deepcopy(tiny_study)
+        study["train"]["generation"] = mode
+        assert validate_study(study).train.generation == mode
+    result = run_cli("train", str(write_study(tiny_study)), "--set", "train.generation=fast", timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "train.generation" in result.stderr and "'fast'" in result.stderr
+    assert all(mode in result.stderr for mode in MODES), result.stderr
