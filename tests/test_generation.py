@@ -14,7 +14,14 @@ import pytest
 import torch
 from conftest import run_cli
 
-from ratiotune.generation import MODES, PROMPT_BUCKET, Decoding, cache_length, compile_config, resolve
+from ratiotune.generation import (
+    MODES,
+    PROMPT_BUCKET,
+    Decoding,
+    cache_length,
+    compile_config,
+    resolve,
+)
 from ratiotune.models import load_agents
 from ratiotune.study import TrainSpec, validate_study
 from ratiotune.trainable import Trial
@@ -152,3 +159,18 @@ def test_every_generation_value_validates_and_a_bad_one_exits_2(tiny_study, writ
     assert "Traceback" not in result.stderr
     assert "train.generation" in result.stderr and "'fast'" in result.stderr
     assert all(mode in result.stderr for mode in MODES), result.stderr
+
+
+def test_the_memory_estimate_counts_the_kept_caches(tiny_study):
+    """memory.py's kept-cache term is the bytes the static caches of a trial really hold."""
+    from ratiotune.memory import study_estimate
+
+    study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": "static"}})
+    trial = Trial(study, {})
+    trial.run_epoch()
+    kept = sum(d.kept_bytes() for d in trial.trainer.decoding)
+    estimate, header = study_estimate(study)
+    assert kept > 0 and estimate.kept_caches == kept
+    assert "static decoding" in header and "kept static caches" in estimate.describe()
+    eager = study_estimate(validate_study(tiny_study))[0]  # auto on CPU: eager, nothing kept
+    assert eager.kept_caches == 0 and eager.total < estimate.total

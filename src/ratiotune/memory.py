@@ -14,10 +14,17 @@ What one trial holds (two agents, comlrl's MAGRPO):
   batched forward), in the compute dtype, plus their full-vocabulary logits (compute
   dtype) and the fp32 log-softmax taken from them; under autocast also the bf16 copy of
   the agent's weights that autocast caches for the forward pass.
-- generation: the KV cache of num_generations sequences of prompt + max_new_tokens (compute
-  dtype), and the sampler's sort over the vocabulary (fp32 values + int64 indices per sequence).
+- generation: the KV cache of num_generations sequences of prompt + max_new_tokens, and the
+  sampler's sort over the vocabulary (fp32 values + int64 indices per sequence). Values are
+  in the compute dtype, keys in float32: under autocast they come out of the rotary embedding
+  float32 (measured on CPU: keys float32, values bfloat16).
+- with train.generation static/compiled (generation.py), that cache is not freed between
+  calls: each agent keeps its static caches (rollouts: num_generations rows, one cache per
+  prompt-length bucket; eval: eval prompts x samples rows), each of prompt rounded up to 32
+  tokens + max_new_tokens, for the whole trial, so they count with the states. (The test prompts' cache that a retrain run's
+  last epoch adds is not counted.)
 - with CUDA, the context of the trial's process (each trial is its own process).
-Generation and update do not overlap, so the peak is the states plus the larger of the two phases.
+Generation and update do not overlap, so the peak is the states (and kept caches) plus the larger of the two phases.
 """
 
 from __future__ import annotations
@@ -67,18 +74,21 @@ class Estimate:
     gradients: int
     optimizer: int
     update_activations: int  # one agent's update (they run one after the other)
-    generation: int  # both agents' caches
+    generation: int  # both agents' dynamic caches and samplers, while they generate
     cuda_context: int
+    kept_caches: int = 0  # both agents' static caches, kept for the whole trial
 
     @property
     def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer + max(self.update_activations, self.generation) + self.cuda_context
+        states = self.weights + self.gradients + self.optimizer + self.kept_caches
+        return states + max(self.update_activations, self.generation) + self.cuda_context
 
     def describe(self) -> str:
         g = lambda n: f"{n / GIB:.3g}"  # noqa: E731  (3 significant digits: tiny models are ~0.001 GiB)
         return (
-            f"weights {g(self.weights)} + gradients {g(self.gradients)} + AdamW {g(self.optimizer)} GiB, "
-            f"then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
+            f"weights {g(self.weights)} + gradients {g(self.gradients)} + AdamW {g(self.optimizer)} GiB"
+            + (f" + kept static caches {g(self.kept_caches)} GiB" if self.kept_caches else "")
+            + f", then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
             + (f" + CUDA context {g(self.cuda_context)} GiB" if self.cuda_context else "")
             + f" = {g(self.total)} GiB"
         )
@@ -93,10 +103,13 @@ def estimate(
     prompt_tokens: int,
     on_gpu: bool,
     parallel: bool = False,
+    kept_cache_tokens: int = 0,
 ) -> Estimate:
     """Bytes one trial (two agents) needs at its peak.
 
-    `dtype` is the resolved compute dtype; `parallel` = one GPU per agent (both update at once).
+    `dtype` is the resolved compute dtype; `parallel` = one GPU per agent (both update at once);
+    `kept_cache_tokens` = rows x length of the static caches one agent keeps (0: eager decoding,
+    whose dynamic cache lives only while it generates).
     """
     size = DTYPE_BYTES[dtype]
     params = shape.parameters()
@@ -104,7 +117,8 @@ def estimate(
     per_token_layer = SAVED_PER_TOKEN_H * shape.hidden_size + SAVED_PER_TOKEN_I * shape.intermediate_size
     activations = tokens * shape.num_hidden_layers * per_token_layer * size
     logits = tokens * shape.vocab_size * (size + 4)
-    kv_cache = 2 * shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * tokens * size
+    kv_per_token = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * (MASTER_BYTES + size)
+    kv_cache = 0 if kept_cache_tokens else tokens * kv_per_token  # static: generate() fills the kept cache
     sampler = num_generations * shape.vocab_size * (4 + 8)
     autocast_weights = params * size if size != MASTER_BYTES else 0
     return Estimate(
@@ -115,6 +129,7 @@ def estimate(
         update_activations=activations + logits + autocast_weights,
         generation=2 * (kv_cache + sampler),
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
+        kept_caches=2 * kept_cache_tokens * kv_per_token,
     )
 
 
@@ -179,18 +194,30 @@ def study_estimate(study) -> tuple[Estimate, str]:
         spec = study.search.space.get(name)
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
 
+    from ratiotune.generation import cache_length, resolve
+
     on_gpu = study.resources.gpu > 0
     dtype = study.model.compute_dtype(on_gpu)
     generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
     # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
     prompt_tokens = max(len(p) for p in study.prompts("train"))
+    decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu")
+    kept = 0
+    if decoding != "eager":
+        # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
+        rollout_lengths = {cache_length(len(p), new_tokens) for p in study.prompts("train")}
+        eval_prompts = study.prompts("eval")  # one call for all of them: one cache
+        eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
+        eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
+        kept = generations * sum(rollout_lengths) + eval_rows * eval_length
     shape = study_shape(study.model.name)
     result = estimate(
         shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
-        on_gpu=on_gpu, parallel=study.resources.gpu >= 2,
+        on_gpu=on_gpu, parallel=study.resources.gpu >= 2, kept_cache_tokens=kept,
     )
     header = (
-        f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {result.parameters / 1e6:.1f}M parameters per agent, "
+        f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {decoding} decoding, "
+        f"{result.parameters / 1e6:.1f}M parameters per agent, "
         f"num_generations {generations}, max_new_tokens {new_tokens}, prompts <= {prompt_tokens} tokens):"
     )
     return result, header
