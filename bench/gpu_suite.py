@@ -5,10 +5,15 @@
 
 Sections (builtin:qwen2.5-0.5b-shape, the real Qwen2.5-0.5B dimensions with random weights,
 bf16 autocast over float32 master weights as trials train; nothing is downloaded):
-1. rollout: ms per decode step of one generate() at num_generations sequences, with the
-   dynamic cache (eager, as comlrl calls it), the static cache without compile, and the
-   static cache as transformers runs it by default on CUDA (compiled decode step);
-   the first call of each is warm-up and not timed.
+1. rollout: ms per decode step of one generate() at num_generations sequences in each
+   train.generation mode (eager: the dynamic cache, as comlrl calls it; static: the kept
+   static cache uncompiled; compiled: that cache + the decode step compiled, mode
+   reduce-overhead = CUDA graphs), through the package's generation.Decoding, interleaved,
+   medians (bench/generation_speed.py); the first call of each is its compile time. Then the
+   compiled mode over 30 calls with an AdamW step of the agent between calls (as rollouts
+   between updates): Dynamo compiles and CUDA-graph recordings after the warm-up call (both
+   should be 0), and the max |logit| difference of the last compiled call against an eager
+   forward of the same tokens on the updated weights (stale weights in a graph would show here).
 2. epoch: one training epoch of the package's Trial on cuda:0 (the second one is timed).
 3. update: one loss + backward on the same sampled group, stock comlrl vs the batched
    update (train.fast_update), median of a few repeats, torch.cuda.synchronize'd.
@@ -22,6 +27,7 @@ A section that fails is reported in the table with its error; the others still r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,12 +41,17 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import gpu_packing  # noqa: E402  (bench/gpu_packing.py: the packing table, reused as is)
+from generation_speed import decode_speed  # noqa: E402  (bench/generation_speed.py: ms/step per mode)
 from step_speed import make_study  # noqa: E402  (the smoke study with a model and sizes)
 
 FULL = {"model": "builtin:qwen2.5-0.5b-shape", "generations": 8, "tokens": 128, "prompts": 2,
-        "packings": "1,2,4,8", "pack_tokens": 32, "pack_epochs": 2, "repeats": 3}  # fmt: skip
+        "packings": "1,2,4,8", "pack_tokens": 32, "pack_epochs": 2, "repeats": 3,
+        "update_calls": 30, "backend": "inductor"}  # fmt: skip
+# The dry run compiles with aot_eager (Dynamo + AOTAutograd, no code generation): seconds, not
+# minutes, on CPU, and the same guards decide what recompiles.
 DRY = {"model": "builtin:tiny", "generations": 4, "tokens": 16, "prompts": 1,
-       "packings": "1,2", "pack_tokens": 8, "pack_epochs": 2, "repeats": 2}  # fmt: skip
+       "packings": "1,2", "pack_tokens": 8, "pack_epochs": 2, "repeats": 2,
+       "update_calls": 30, "backend": "aot_eager"}  # fmt: skip
 
 
 def sync(device: str) -> None:
@@ -50,41 +61,94 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def rollout(sizes: dict, device: str, dtype) -> list[dict]:
-    """ms per decode step: dynamic cache vs static cache (uncompiled, and compiled where transformers compiles)."""
-    import torch
-
+def rollout(sizes: dict, device: str, dtype) -> dict:
+    """ms per decode step per train.generation mode, then the compiled mode across AdamW updates."""
     from ratiotune.models import load_agents
 
     (agent, _), tokenizer = load_agents(sizes["model"])
-    agent.to(device).eval()
-    prompt = tokenizer(["Tell a joke about dinosaurs:"], return_tensors="pt").to(device)
-    steps = sizes["tokens"]
-    variants = {
-        "dynamic cache (eager, as comlrl)": {},
-        "static cache, no compile": {"cache_implementation": "static", "disable_compile": True},
-        "static cache (+ compile on CUDA)": {"cache_implementation": "static"},
+    del _
+    agent.to(device)
+    speed = decode_speed(agent, tokenizer, device=device, dtype=dtype, rows=sizes["generations"], tokens=sizes["tokens"],
+                         repeats=sizes["repeats"], backend=sizes["backend"])  # fmt: skip
+    return {"speed": speed, "updates": compiled_across_updates(agent, tokenizer, sizes, device, dtype)}
+
+
+@contextlib.contextmanager
+def counting_cudagraph_records():
+    """Counts CUDA-graph recordings (cudagraph trees' record_function: first records and re-records)."""
+    from torch._inductor import cudagraph_trees
+
+    count = [0]
+    original = cudagraph_trees.CUDAGraphTreeManager.record_function
+
+    def record_function(self, *args, **kwargs):
+        count[0] += 1
+        return original(self, *args, **kwargs)
+
+    cudagraph_trees.CUDAGraphTreeManager.record_function = record_function
+    try:
+        yield count
+    finally:
+        cudagraph_trees.CUDAGraphTreeManager.record_function = original
+
+
+def compiled_across_updates(model, tokenizer, sizes: dict, device: str, dtype) -> dict:
+    """`update_calls` compiled rollout calls, each followed by an AdamW step on its own sequences."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from ratiotune.generation import Decoding, compile_config
+
+    decoding = Decoding("compiled", model, device)
+    decoding.compile_config = compile_config(device, sizes["backend"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    prompt = tokenizer(["Invent a new type of fruit:"], return_tensors="pt").to(device)
+    rows, steps, prompt_len = sizes["generations"], sizes["tokens"], prompt.input_ids.shape[1]
+
+    def autocast():
+        return torch.autocast(torch.device(device).type, dtype=dtype)
+
+    def generate(**extra):
+        model.eval()
+        with torch.inference_mode(), autocast():
+            return model.generate(
+                **prompt, do_sample=True, temperature=0.6, top_p=0.6, max_new_tokens=steps, min_new_tokens=steps,
+                num_return_sequences=rows, pad_token_id=tokenizer.pad_token_id,
+                **decoding.generate_kwargs("rollout", rows, prompt_len, steps), **extra,
+            )  # fmt: skip
+
+    def update(sequences) -> None:
+        model.train()
+        tokens = sequences.clone()  # a normal tensor: inference tensors cannot be saved for backward
+        with autocast():
+            loss = model(input_ids=tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()  # in place: the graphs must read the new values
+        optimizer.zero_grad(set_to_none=True)
+
+    with counting_cudagraph_records() as records:
+        update(generate())  # warm-up: compiles (and records the CUDA graphs)
+        sync(device)
+        frames, graphs, recorded = counters["frames"]["total"], counters["stats"]["unique_graphs"], records[0]
+        start = time.perf_counter()
+        for _ in range(sizes["update_calls"]):
+            update(generate())
+        sync(device)
+        seconds = time.perf_counter() - start
+        last = generate(return_dict_in_generate=True, output_logits=True)
+    compiled_logits = torch.stack(last.logits, dim=1).float()  # (rows, steps, vocab): step 0 is the uncompiled prefill
+    with torch.no_grad(), autocast():
+        eager_logits = model(input_ids=last.sequences.clone()).logits[:, prompt_len - 1 : -1].float()
+    return {
+        "calls": sizes["update_calls"],
+        "dynamo_compiles_after_warmup": counters["frames"]["total"] - frames,
+        "new_graphs_after_warmup": counters["stats"]["unique_graphs"] - graphs,
+        "cudagraph_records_warmup": recorded if device.startswith("cuda") else None,
+        "cudagraph_records_after_warmup": records[0] - recorded if device.startswith("cuda") else None,
+        "max_logit_diff": float((compiled_logits - eager_logits).abs().max()),
+        "max_abs_logit": float(eager_logits.abs().max()),
+        "seconds_per_call_with_update": seconds / sizes["update_calls"],
     }
-    rows = []
-    for name, kwargs in variants.items():
-        try:
-            times = []
-            for call in range(1 + sizes["repeats"]):  # call 0 warms up (and compiles)
-                sync(device)
-                start = time.perf_counter()
-                with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=dtype):
-                    out = agent.generate(
-                        **prompt, do_sample=True, temperature=0.6, top_p=0.6, max_new_tokens=steps, min_new_tokens=steps,
-                        num_return_sequences=sizes["generations"], pad_token_id=tokenizer.pad_token_id, **kwargs,
-                    )  # fmt: skip
-                sync(device)
-                times.append(time.perf_counter() - start)
-            assert out.shape[1] - prompt.input_ids.shape[1] == steps
-            rows.append({"variant": name, "ms_per_step": 1000 * statistics.median(times[1:]) / steps,
-                         "first_call_s": times[0]})  # fmt: skip
-        except Exception as exc:  # noqa: BLE001  (reported in the table; the other variants still run)
-            rows.append({"variant": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"})
-    return rows
 
 
 def epoch(sizes: dict, device: str, workdir: Path) -> dict:
@@ -171,9 +235,21 @@ def section(results: dict, name: str, fn, *args) -> None:
 def table(results: dict, header: str) -> str:
     f = lambda v, spec=".1f": "n/a" if v is None else format(v, spec)  # noqa: E731
     lines = [f"### {header}", "", "| section | measure | value |", "|---|---|---|"]
-    for row in results.get("rollout", []):
-        value = row.get("error") or f"{row['ms_per_step']:.2f} ms/step (first call {row['first_call_s']:.1f} s)"
-        lines.append(f"| rollout | {row['variant']} | {value} |")
+    rollout = results.get("rollout", {})
+    if "error" in rollout:
+        lines.append(f"| rollout | error | {rollout['error']} |")
+    for row in rollout.get("speed", []):
+        value = row.get("error") or (f"{row['ms_per_step']:.2f} ms/step ({row['vs_eager']:.2f}x eager; "
+                                     f"first call {row['first_call_s']:.1f} s)")  # fmt: skip
+        lines.append(f"| rollout | {row['mode']} | {value} |")
+    u = rollout.get("updates")
+    if u:
+        records = "n/a (no CUDA)" if u["cudagraph_records_after_warmup"] is None else (
+            f"{u['cudagraph_records_after_warmup']} (warm-up {u['cudagraph_records_warmup']})")
+        lines.append(f"| rollout | compiled, {u['calls']} calls with AdamW steps between | Dynamo compiles after warm-up "
+                     f"{u['dynamo_compiles_after_warmup']} (new graphs {u['new_graphs_after_warmup']}), CUDA-graph "
+                     f"recordings after warm-up {records}, max logit diff vs eager {u['max_logit_diff']:.3g} "
+                     f"(max |logit| {u['max_abs_logit']:.3g}), {u['seconds_per_call_with_update']:.2f} s per call + update |")  # fmt: skip
     for name in ("epoch", "update", "two_gpus"):
         row = results.get(name)
         if row is None:
