@@ -14,7 +14,8 @@ bf16 autocast over float32 master weights as trials train; nothing is downloaded
    between updates): Dynamo compiles and CUDA-graph recordings after the warm-up call (both
    should be 0), and the max |logit| difference of the last compiled call against an eager
    forward of the same tokens on the updated weights (stale weights in a graph would show here).
-2. epoch: one training epoch of the package's Trial on cuda:0 (the second one is timed).
+2. epoch: one training epoch of the package's Trial on cuda:0 (the second one is timed), with
+   train.generation eager and compiled (the first epoch of compiled includes its compile time).
 3. update: one loss + backward on the same sampled group, stock comlrl vs the batched
    update (train.fast_update), median of a few repeats, torch.cuda.synchronize'd.
 4. packing: bench/gpu_packing.py's table (1, 2, 4, 8 trials per GPU through Ray Tune).
@@ -151,18 +152,23 @@ def compiled_across_updates(model, tokenizer, sizes: dict, device: str, dtype) -
     }
 
 
-def epoch(sizes: dict, device: str, workdir: Path) -> dict:
-    """Two epochs of the package's Trial on `device`; the second is the timed one."""
+def epoch(sizes: dict, device: str, workdir: Path, generation: str) -> dict:
+    """Two epochs of the package's Trial on `device` with train.generation = `generation`; the second is timed."""
     import torch
 
+    from ratiotune.generation import compile_config
     from ratiotune.trainable import Trial
 
     study = make_study(sizes["model"], sizes["prompts"], sizes["generations"], sizes["tokens"], True, workdir)
     # Eval: 2 answers per held-out prompt (the smoke study's 4 would double the eval time).
-    study = study.model_copy(update={"task": study.task.model_copy(update={"eval_samples_per_prompt": 2})})
+    study = study.model_copy(update={"task": study.task.model_copy(update={"eval_samples_per_prompt": 2}),
+                                     "train": study.train.model_copy(update={"generation": generation})})  # fmt: skip
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     trial = Trial(study, {}, devices=[device, device])
+    for decoding in trial.trainer.decoding:
+        if decoding.mode == "compiled":
+            decoding.compile_config = compile_config(device, sizes["backend"])
     first = trial.run_epoch()
     second = trial.run_epoch()
     peak = torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else float("nan")
@@ -250,14 +256,14 @@ def table(results: dict, header: str) -> str:
                      f"{u['dynamo_compiles_after_warmup']} (new graphs {u['new_graphs_after_warmup']}), CUDA-graph "
                      f"recordings after warm-up {records}, max logit diff vs eager {u['max_logit_diff']:.3g} "
                      f"(max |logit| {u['max_abs_logit']:.3g}), {u['seconds_per_call_with_update']:.2f} s per call + update |")  # fmt: skip
-    for name in ("epoch", "update", "two_gpus"):
+    for name in ("epoch_eager", "epoch_compiled", "update", "two_gpus"):
         row = results.get(name)
         if row is None:
             continue
         if "error" in row:
             lines.append(f"| {name} | error | {row['error']} |")
-        elif name == "epoch":
-            lines.append(f"| epoch | seconds (2nd epoch; 1st {f(row['first_epoch_s'])}) | {f(row['epoch_s'])} s, eval {f(row['eval_s'])} s, "
+        elif name.startswith("epoch"):
+            lines.append(f"| epoch | {name.removeprefix('epoch_')}: seconds (2nd epoch; 1st {f(row['first_epoch_s'])}) | {f(row['epoch_s'])} s, eval {f(row['eval_s'])} s, "
                          f"{f(row['tokens_per_s'], '.0f')} tokens/s, peak {f(row['peak_allocated_gib'], '.2f')} GiB allocated |")  # fmt: skip
         elif name == "update":
             lines.append(f"| update | loss+backward, {row['completion_tokens']} tokens | stock {row['stock_s']:.3f} s, "
@@ -311,7 +317,8 @@ def main() -> None:
         if "rollout" not in skip:
             section(results, "rollout", rollout, sizes, device, torch.bfloat16)
         if "epoch" not in skip:
-            section(results, "epoch", epoch, sizes, device, work)
+            for generation in ("eager", "compiled"):
+                section(results, f"epoch_{generation}", epoch, sizes, device, work, generation)
         if "update" not in skip:
             section(results, "update", update, sizes, device, work)
         if "packing" not in skip:
