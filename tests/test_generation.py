@@ -23,7 +23,7 @@ from ratiotune.generation import (
     resolve,
 )
 from ratiotune.models import load_agents
-from ratiotune.study import TrainSpec, validate_study
+from ratiotune.study import StudyError, TrainSpec, validate_study
 from ratiotune.trainable import Trial
 
 # Left-padded to the longest (37 characters = tokens): 1..37 tokens of real prompt per row.
@@ -141,6 +141,7 @@ def test_modes_resolve_per_device_and_caches_are_bucketed():
     assert TrainSpec().generation == "auto"
     assert [resolve("auto", d) for d in ("cpu", "cuda:0", torch.device("cuda", 1))] == ["eager", "compiled", "compiled"]
     assert resolve("static", "cpu") == "static" and resolve("eager", "cuda:0") == "eager"
+    assert resolve("auto", "cuda:1", threaded=True) == "eager"  # one GPU per agent: comlrl's two threads
     with pytest.raises(ValueError, match="'fast'.*auto, eager, static, compiled"):
         resolve("fast", "cpu")
     assert cache_length(1, 8) == cache_length(PROMPT_BUCKET, 8) == PROMPT_BUCKET + 8
@@ -154,6 +155,9 @@ def test_every_generation_value_validates_and_a_bad_one_exits_2(tiny_study, writ
         study = copy.deepcopy(tiny_study)
         study["train"]["generation"] = mode
         assert validate_study(study).train.generation == mode
+    study["train"]["generation"], study["resources"]["gpu"] = "compiled", 2
+    with pytest.raises(StudyError, match="train.generation: 'compiled' cannot run with resources.gpu: 2"):
+        validate_study(study)
     result = run_cli("train", str(write_study(tiny_study)), "--set", "train.generation=fast", timeout=300)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr

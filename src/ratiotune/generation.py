@@ -10,7 +10,7 @@ keyword arguments through to `generate`, so nothing else in comlrl changes.
 - compiled: the same static cache, and the one-token decode step run through
   `torch.compile` (transformers' CompileConfig; on CUDA mode "reduce-overhead", which
   captures it in CUDA graphs). The prompt's prefill is never compiled (transformers).
-- auto: compiled on CUDA, eager on CPU (see `resolve`).
+- auto: compiled on one CUDA device, else eager (see `resolve`).
 
 Why the caches are kept and sized this way (each point is a way to lose the compiled speed):
 - Dynamo compiles one graph per input shape and recompiles at most
@@ -43,10 +43,13 @@ MODES = ("auto", "eager", "static", "compiled")
 PROMPT_BUCKET = 32
 
 
-def resolve(mode: str, device: str | torch.device) -> str:
+def resolve(mode: str, device: str | torch.device, threaded: bool = False) -> str:
     """The decoding `mode` ('auto' or one of eager/static/compiled) means on `device`.
 
-    auto = compiled on CUDA, eager on CPU. The CUDA choice is from public figures, not
+    auto = compiled on CUDA, eager on CPU, and eager when `threaded` (one GPU per agent:
+    comlrl's parallel_training="mp" generates both agents from two threads at once, and
+    torch.compile and CUDA graphs are not thread-safe: pytorch/pytorch#118260, #123177;
+    study.py refuses an explicit 'compiled' there). The CUDA choice is from public figures, not
     measured here (no GPU was lent to this work): eager HF decoding is bound by kernel
     launches at ~15-30 ms per step, CUDA graphs bring it to ~1-2 ms (transformers' "LLM
     inference optimization" docs: ~4x; gpt-fast 25 -> 107 tokens/s). On CPU
@@ -57,7 +60,7 @@ def resolve(mode: str, device: str | torch.device) -> str:
         raise ValueError(f"generation mode {mode!r}; allowed: {', '.join(MODES)}")
     if mode != "auto":
         return mode
-    return "compiled" if torch.device(device).type == "cuda" else "eager"
+    return "compiled" if torch.device(device).type == "cuda" and not threaded else "eager"
 
 
 def cache_length(prompt_tokens: int, max_new_tokens: int) -> int:
@@ -85,8 +88,8 @@ def compile_config(device: str | torch.device, backend: str = "inductor") -> Com
 class Decoding:
     """One agent's decoding mode and the static caches it keeps between `generate` calls."""
 
-    def __init__(self, mode: str, model: torch.nn.Module, device: str | torch.device):
-        self.mode = resolve(mode, device)
+    def __init__(self, mode: str, model: torch.nn.Module, device: str | torch.device, threaded: bool = False):
+        self.mode = resolve(mode, device, threaded)
         self.model = model
         # A test may swap in another backend before the first call (compile_config(device, "aot_eager")).
         self.compile_config = compile_config(device) if self.mode == "compiled" else None

@@ -449,5 +449,6 @@ def build_trainer(
     trainer.verbose = False  # silences comlrl's per-epoch tqdm bars inside trials
     trainer.fast_update = train.fast_update
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
-    trainer.decoding = [Decoding(train.generation, agent, device) for agent, device in zip(agents, devices)]
+    threaded = parallel == "mp"  # comlrl then generates both agents at once, from two threads
+    trainer.decoding = [Decoding(train.generation, agent, device, threaded) for agent, device in zip(agents, devices)]
     return trainer

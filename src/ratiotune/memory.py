@@ -201,7 +201,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
     generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
     # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
     prompt_tokens = max(len(p) for p in study.prompts("train"))
-    decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu")
+    decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu", threaded=study.resources.gpu >= 2)
     kept = 0
     if decoding != "eager":
         # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.

@@ -121,7 +121,7 @@ class TrainSpec(Strict):
         "auto",
         description="How rollouts and eval decode: eager (dynamic KV cache, as comlrl does), static (a fixed-size "
         "KV cache kept between calls), compiled (that cache plus a torch.compile'd decode step; CUDA graphs on a "
-        "GPU); auto = compiled on CUDA, eager on CPU.",
+        "GPU); auto = compiled on one CUDA device, else eager (CPU, and resources.gpu: 2).",
     )
 
 
@@ -358,6 +358,16 @@ class Study(Strict):
     # the study to every trial (tune.with_parameters), so trials on any node use exactly these
     # texts and never read the files, which may not exist there or may have changed since.
     _prompt_texts: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_generation(self) -> "Study":
+        if self.train.generation == "compiled" and self.resources.gpu >= 2:
+            raise ValueError(
+                "train.generation: 'compiled' cannot run with resources.gpu: 2 (one GPU per agent): comlrl then "
+                "generates both agents from two threads, and torch.compile and CUDA graphs are not thread-safe "
+                "(pytorch/pytorch#118260, #123177); use auto (eager there), eager or static"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_pbt(self) -> "Study":
