@@ -178,3 +178,16 @@ def test_the_memory_estimate_counts_the_kept_caches(tiny_study):
     assert "static decoding" in header and "kept static caches" in estimate.describe()
     eager = study_estimate(validate_study(tiny_study))[0]  # auto on CPU: eager, nothing kept
     assert eager.kept_caches == 0 and eager.total < estimate.total
+
+
+def test_static_decoding_runs_under_comlrls_two_threads(tiny_study):
+    """One device per agent ("mp", here two CPU names): each agent decodes into its own caches
+    from its own thread; auto resolves to eager there (compile is not thread-safe)."""
+    study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": "static"}})
+    trial = Trial(study, {}, devices=["cpu", "cpu:0"])
+    assert trial.trainer.args.parallel_training == "mp"
+    metrics = trial.run_epoch()
+    assert metrics["infeasible"] == 0
+    assert all(sorted(k[0] for k in d.caches) == ["eval", "rollout"] for d in trial.trainer.decoding)
+    auto = Trial(validate_study(tiny_study), {}, devices=["cpu", "cpu:0"])
+    assert [d.mode for d in auto.trainer.decoding] == ["eager", "eager"]

@@ -134,9 +134,10 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         max_new_tokens: int = 128, **kwargs: Any,
     ) -> dict[str, Any]:
         plain_prompts = kwargs.get("prompts_override") is None and kwargs.get("external_prompts") is None
-        if self.decoding is not None and plain_prompts:
+        if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
             # comlrl tokenizes the prompts inside; the cache is sized from the same padded
             # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
+            # Other prompts (multi-turn, never used here) decode eagerly.
             prompts = [self.formatters[agent_idx](item) for item in batch_items]
             prompt_tokens = self.tokenizers[agent_idx](prompts, padding=True, truncation=True).input_ids
             kwargs.update(
