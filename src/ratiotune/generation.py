@@ -28,6 +28,8 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
 - Rollouts and eval differ in batch (num_generations vs eval prompts x samples) and in
   grad mode (comlrl generates under inference_mode with requires_grad off), so each
   purpose has its own cache and its own graph: one cache per (purpose, rows, length).
+  The two agents share each Dynamo graph (their weights are graph inputs, not guarded by
+  identity), so a trial uses 2 of the 8 compiles (3 when a retrain run adds the test prompts).
 """
 
 from __future__ import annotations
