@@ -29,7 +29,10 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
   grad mode (comlrl generates under inference_mode with requires_grad off), so each
   purpose has its own cache and its own graph: one cache per (purpose, rows, length).
   The two agents share each Dynamo graph (their weights are graph inputs, not guarded by
-  identity), so a trial uses 2 of the 8 compiles (3 when a retrain run adds the test prompts).
+  identity), so a trial compiles one graph per rollout prompt bucket in use (the builtin
+  prompts are 23-47 characters: 1 or 2 buckets with the character tokenizer, 1 with Qwen's)
+  plus one for eval (and one for the test prompts in a retrain run's last epoch): at most 4
+  of the 8.
 """
 
 from __future__ import annotations
