@@ -127,13 +127,18 @@ def test_compiled_decoding_never_recompiles_after_warm_up(tiny_study, tmp_path):
     addresses = cache_addresses(trial)
     assert len(addresses) == 4
 
+    frames = counters["frames"]["total"]  # every compile Dynamo starts, in any thread
+
     trial.save(tmp_path / "checkpoint")
     with torch._dynamo.config.patch(error_on_recompile=True):
         trial.run_epoch()
         trial.restore(tmp_path / "checkpoint")
         metrics = trial.run_epoch()
-    assert counters["stats"]["unique_graphs"] == graphs
-    assert cache_addresses(trial) == addresses
+        assert counters["frames"]["total"] == frames and counters["stats"]["unique_graphs"] == graphs
+        assert cache_addresses(trial) == addresses
+        # The control: a shape never seen (3 eval samples per prompt) does recompile, and errors.
+        with pytest.raises(torch._dynamo.exc.RecompileError):
+            trial.evaluate(samples_per_prompt=3)
     assert trial.epoch == 2 and metrics["infeasible"] == 0
 
 
