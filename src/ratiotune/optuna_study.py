@@ -127,10 +127,14 @@ class StoredOptunaSearch(OptunaSearch):
 
     def on_trial_result(self, trial_id: str, result: dict):
         ot_trial = self._ot_trials.get(trial_id)
-        value = result.get(self.metric)
-        if ot_trial is None or value is None or trial_id in self._completed_trials or self._told(ot_trial):
+        if ot_trial is None or trial_id in self._completed_trials or self._told(ot_trial):
             return
-        ot_trial.storage.set_trial_intermediate_value(ot_trial._trial_id, int(result["training_iteration"]), float(value))
+        self._report(ot_trial, result)
+
+    def _report(self, ot_trial, result: dict) -> None:
+        value = result.get(self.metric)
+        if value is not None and "training_iteration" in result:
+            ot_trial.storage.set_trial_intermediate_value(ot_trial._trial_id, int(result["training_iteration"]), float(value))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
         from optuna.trial import TrialState
@@ -142,6 +146,8 @@ class StoredOptunaSearch(OptunaSearch):
         if self._told(ot_trial):
             return  # told before the driver was killed; Ray's saved state did not know yet
         result = result or {}
+        # A trial's last result (its final epoch, or the one ASHA stopped it at) comes here, not to on_trial_result.
+        self._report(ot_trial, result)
         value = result.get(self.metric)
         epochs = int(result.get("training_iteration", 0))
         ot_trial.set_user_attr("epochs", epochs)
