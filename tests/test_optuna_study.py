@@ -218,3 +218,18 @@ def test_a_resumed_searcher_neither_duplicates_the_baseline_nor_orphans_a_trial(
     assert len(trials) == 3 and [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert trials[0].intermediate_values == {1: 0.25, 2: 0.5}
     assert trials[2].user_attrs["ray_trial_id"] == "d"
+
+
+def test_early_stopped_errored_and_diverged_trials_get_the_state_that_says_so(tmp_path):
+    search = searcher(tmp_path)  # epochs=2
+    for trial_id in ("stopped", "errored", "diverged"):
+        search.suggest(trial_id)
+    search.on_trial_result("stopped", {"search/objective": 0.4, "training_iteration": 1})
+    search.on_trial_complete("stopped", {"search/objective": 0.3, "training_iteration": 1})  # ASHA's STOP comes here
+    search.on_trial_complete("errored", error=True)
+    search.on_trial_complete("diverged", {"search/objective": float("nan"), "training_iteration": 1,
+                                          "infeasible_reason": "non-finite loss"})
+    stopped, errored, diverged = optuna.load_study(study_name="s", storage=open_storage(str(tmp_path / JOURNAL_FILE))).get_trials()
+    assert stopped.state == TrialState.PRUNED and stopped.value == 0.3 and stopped.intermediate_values == {1: 0.3}
+    assert errored.state == TrialState.FAIL and "error.txt" in errored.user_attrs["failure"]
+    assert diverged.state == TrialState.FAIL and diverged.user_attrs["failure"] == "non-finite loss"
