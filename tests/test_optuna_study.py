@@ -233,3 +233,35 @@ def test_early_stopped_errored_and_diverged_trials_get_the_state_that_says_so(tm
     assert stopped.state == TrialState.PRUNED and stopped.value == 0.3 and stopped.intermediate_values == {1: 0.3}
     assert errored.state == TrialState.FAIL and "error.txt" in errored.user_attrs["failure"]
     assert diverged.state == TrialState.FAIL and diverged.user_attrs["failure"] == "non-finite loss"
+
+
+# --------------------------------------------------------------------------- TensorBoard
+
+
+def scalars(event_file: Path) -> dict[str, dict[int, float]]:
+    """tag -> {step: value} of a TensorBoard event file (TFRecord framing, tensorboardX's protobuf)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    data, found, offset = event_file.read_bytes(), {}, 0
+    while offset + 12 <= len(data):
+        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        event = Event.FromString(data[offset + 12:offset + 12 + length])  # 8 length + 4 its crc
+        offset += 12 + length + 4  # + the data's crc
+        for value in event.summary.value:
+            found.setdefault(value.tag, {})[event.step] = value.simple_value
+    return found
+
+
+def test_ray_writes_tensorboard_events_per_trial_with_split_name_keys(experiment):
+    """What docs/dashboard.md promises of `tensorboard --logdir results/<experiment>`."""
+    for trial_dir in experiment.glob("trial_*"):
+        [event_file] = trial_dir.glob("events.out.tfevents.*")
+        tags = scalars(event_file)
+        epochs = [row["training_iteration"] for row in ray_rows(trial_dir)]
+        for name in ("eval/in_range_fraction", "train/mean_reward", "search/objective"):
+            steps = tags[f"ray/tune/{name}"]
+            # NaN (a diverged epoch) is not written: TensorBoard shows the finite epochs.
+            finite = [row["training_iteration"] for row in ray_rows(trial_dir) if math.isfinite(row[name])]
+            assert sorted(steps) == finite and set(finite) <= set(epochs), (trial_dir.name, name, steps)
