@@ -238,6 +238,9 @@ def run_race(experiment: Experiment) -> int:
     print(f"\nwinner: {race.config_text(summary['winner']['config'])} (search trial {summary['winner']['search_trial']})")
     for line in race.headline(summary):
         print(f"  {line}")
+    from ratiotune.optuna_study import record_race
+
+    record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
     print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
     print(f"winner's config as study values: ratiotune best {experiment.directory}")
     return 0

@@ -87,6 +87,20 @@ def read_record(experiment_dir: Path) -> tuple[str, str] | None:
     return location, record["study_name"]
 
 
+def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) -> None:
+    """After the race: its winner and honest figure as the study's user attrs, so the dashboard shows
+    them beside the search's (optimistic) values. On the study: a finished trial cannot be changed."""
+    import optuna
+
+    record = read_record(experiment_dir)
+    if record is None:
+        return
+    study = optuna.load_study(study_name=record[1], storage=open_storage(record[0]))
+    study.set_user_attr("race_winner", winner_trial)
+    study.set_user_attr("honest_figure", headline[0])
+    study.set_user_attr("race_summary", headline)
+
+
 class StoredOptunaSearch(OptunaSearch):
     """Ray's OptunaSearch on a persistent storage, with honest states and a clean resume (module doc)."""
 

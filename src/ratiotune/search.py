@@ -47,6 +47,7 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
         unused = {
             "sampler": "the population is drawn at random from the space",
             "max_concurrent_trials": "the whole population is started and shares the resources",
+            "optuna_storage": "PBT draws its population itself: there is no Optuna study to store",
         }
         for field, why in unused.items():
             if field in study.search.model_fields_set:
