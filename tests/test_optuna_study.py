@@ -226,12 +226,14 @@ def test_early_stopped_errored_and_diverged_trials_get_the_state_that_says_so(tm
         search.suggest(trial_id)
     search.on_trial_result("stopped", {"search/objective": 0.4, "training_iteration": 1})
     search.on_trial_complete("stopped", {"search/objective": 0.3, "training_iteration": 1})  # ASHA's STOP comes here
+    search.on_trial_result("errored", {"search/objective": 0.1, "training_iteration": 1})
     search.on_trial_complete("errored", error=True)
     search.on_trial_complete("diverged", {"search/objective": float("nan"), "training_iteration": 1,
                                           "infeasible_reason": "non-finite loss"})
     stopped, errored, diverged = optuna.load_study(study_name="s", storage=open_storage(str(tmp_path / JOURNAL_FILE))).get_trials()
     assert stopped.state == TrialState.PRUNED and stopped.value == 0.3 and stopped.intermediate_values == {1: 0.3}
     assert errored.state == TrialState.FAIL and "error.txt" in errored.user_attrs["failure"]
+    assert errored.user_attrs["epochs"] == 1 and errored.intermediate_values == {1: 0.1}
     assert diverged.state == TrialState.FAIL and diverged.user_attrs["failure"] == "non-finite loss"
 
 
@@ -261,7 +263,7 @@ def test_ray_writes_tensorboard_events_per_trial_with_split_name_keys(experiment
         tags = scalars(event_file)
         epochs = [row["training_iteration"] for row in ray_rows(trial_dir)]
         for name in ("eval/in_range_fraction", "train/mean_reward", "search/objective"):
-            steps = tags[f"ray/tune/{name}"]
+            steps = tags.get(f"ray/tune/{name}", {})
             # NaN (a diverged epoch) is not written: TensorBoard shows the finite epochs.
             finite = [row["training_iteration"] for row in ray_rows(trial_dir) if math.isfinite(row[name])]
             assert sorted(steps) == finite and set(finite) <= set(epochs), (trial_dir.name, name, steps)

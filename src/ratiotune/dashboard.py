@@ -7,6 +7,7 @@ tunnel (docs/dashboard.md). wsgiref serves one request at a time: enough for one
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
@@ -49,6 +50,10 @@ def serve(experiment_dir: Path, host: str, port: int) -> int:
         pass  # the study appears once the search asks for its first trial: the list page shows it then
     print(f"optuna-dashboard for study {study_name!r} ({location}): {url}", flush=True)
     print("Ctrl-C stops it.", file=sys.stderr, flush=True)
+    # Ctrl-C and `kill` both stop it cleanly, also when started from a script (a non-interactive
+    # shell starts background jobs with SIGINT ignored).
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -56,3 +61,7 @@ def serve(experiment_dir: Path, host: str, port: int) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt

@@ -163,7 +163,9 @@ class StoredOptunaSearch(OptunaSearch):
         # A trial's last result (its final epoch, or the one ASHA stopped it at) comes here, not to on_trial_result.
         self._report(ot_trial, result)
         value = result.get(self.metric)
-        epochs = int(result.get("training_iteration", 0))
+        # An errored trial comes without a result: its epochs are the ones it reported.
+        reported = ot_trial.storage.get_trial(ot_trial._trial_id).intermediate_values
+        epochs = int(result.get("training_iteration", max(reported, default=0)))
         ot_trial.set_user_attr("epochs", epochs)
         if error:
             ot_trial.set_user_attr("failure", "errored: see error.txt in trial_dir")
