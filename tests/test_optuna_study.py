@@ -122,6 +122,10 @@ def test_optuna_storage_flag_puts_the_study_in_that_database(tiny_study, write_s
     assert "Traceback" not in again.stderr and not (tmp_path / "other").exists()
     bad = run_cli("search", str(path), "--optuna-storage", "studies.db")
     assert bad.returncode == 2 and "optuna_storage: 'studies.db' is not an Optuna database URL" in bad.stderr, bad.stderr
+    unreachable = run_cli("search", str(path), "--storage", str(tmp_path / "none"), "--optuna-storage", "sqlite:////no-such-dir/x.db")
+    assert unreachable.returncode == 2 and "search.optuna_storage: " in unreachable.stderr, unreachable.stderr
+    assert "cannot open it" in unreachable.stderr and "Traceback" not in unreachable.stderr
+    assert not (tmp_path / "none").exists()
 
 
 def free_port() -> int:

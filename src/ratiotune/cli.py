@@ -171,7 +171,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     if storage.exists(experiment_dir):
         raise StudyError(f"{experiment_dir} already exists; pass another --name (experiments are never overwritten)")
     location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
-    if study.search.optuna_storage and optuna_study.study_exists(location, study.name):
+    try:
+        taken = bool(study.search.optuna_storage) and optuna_study.study_exists(location, study.name)
+    except StudyError as exc:
+        raise StudyError(f"search.optuna_storage: {exc}") from None
+    if taken:
         raise StudyError(
             f"search.optuna_storage: {study.search.optuna_storage} already holds a study named {study.name!r}; "
             "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
@@ -240,7 +244,10 @@ def run_race(experiment: Experiment) -> int:
         print(f"  {line}")
     from ratiotune.optuna_study import record_race
 
-    record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
+    try:
+        record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
+    except StudyError as exc:  # the race's result stands; only the dashboard misses it
+        print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
     print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
     print(f"winner's config as study values: ratiotune best {experiment.directory}")
     return 0

@@ -52,12 +52,20 @@ def storage_location(optuna_storage: str | None, experiment_dir: Path | str) -> 
 
 
 def open_storage(location: str):
-    """An Optuna storage: an RDB URL (scheme://...) or a journal file path."""
+    """An Optuna storage: an RDB URL (scheme://...) or a journal file path. A database that cannot be
+    reached, or whose driver is not installed (psycopg2 for postgresql://), is a StudyError."""
     import optuna
+    from sqlalchemy.exc import SQLAlchemyError
 
-    if "://" in location:
-        return optuna.storages.RDBStorage(location)
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(location))
+    from ratiotune.study import StudyError
+
+    try:
+        if "://" in location:
+            return optuna.storages.RDBStorage(location)
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(location))
+    except (ImportError, OSError, ValueError, RuntimeError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise StudyError(f"Optuna storage {location}: cannot open it ({message})") from None
 
 
 def study_exists(location: str, study_name: str) -> bool:
