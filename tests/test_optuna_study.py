@@ -139,23 +139,40 @@ def get_json(url: str):
         return json.loads(response.read())
 
 
-def test_dashboard_serves_the_study_over_http_and_stops_on_ctrl_c(experiment):
+def start_dashboard(experiment_dir: Path) -> tuple[subprocess.Popen, int]:
+    """`ratiotune dashboard` on a free loopback port, once its API answers."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "ratiotune", "dashboard", str(experiment), "--port", str(port)],
+        [sys.executable, "-m", "ratiotune", "dashboard", str(experiment_dir), "--port", str(port)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
+    deadline = time.monotonic() + 120  # only a guard against a hang
+    while True:
+        try:
+            get_json(f"http://127.0.0.1:{port}/api/studies")
+            return server, port
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                stop(server)
+                pytest.fail(f"dashboard did not start: {server.communicate()}")
+            time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+
+def served_study(port: int, name: str) -> tuple[int, dict]:
+    [summary] = [s for s in get_json(f"http://127.0.0.1:{port}/api/studies")["study_summaries"] if s["study_name"] == name]
+    return summary["study_id"], get_json(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0")
+
+
+def test_dashboard_serves_the_study_over_http_and_stops_on_ctrl_c(experiment):
+    server, port = start_dashboard(experiment)
     try:
-        deadline = time.monotonic() + 120  # only a guard against a hang
-        while True:
-            try:
-                studies = get_json(f"http://127.0.0.1:{port}/api/studies")["study_summaries"]
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, server.communicate()
-                time.sleep(0.2)
-        [summary] = [s for s in studies if s["study_name"] == "watched"]
-        detail = get_json(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}?after=0")
+        study_id, detail = served_study(port, "watched")
         served = {t["number"]: t for t in detail["trials"]}
         stored = {t.number: t for t in stored_trials(experiment)}
         assert served.keys() == stored.keys() and len(served) == SAMPLES
@@ -166,11 +183,44 @@ def test_dashboard_serves_the_study_over_http_and_stops_on_ctrl_c(experiment):
         server.send_signal(signal.SIGINT)
         stdout, stderr = server.communicate(timeout=60)
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
     assert server.returncode == 0, stderr
     assert "Traceback" not in stderr
-    assert f"http://127.0.0.1:{port}/dashboard/studies/{summary['study_id']}" in stdout
+    assert f"http://127.0.0.1:{port}/dashboard/studies/{study_id}" in stdout
+
+
+def test_dashboard_shows_a_search_while_it_runs(tiny_study, write_study, tmp_path):
+    # 400 epochs: still running when the dashboard has started (the test kills it then).
+    study = {**tiny_study, "train": {**tiny_study["train"], "epochs": 400},
+             "search": {**tiny_study["search"], "num_samples": 1, "max_concurrent_trials": 1}}
+    experiment = tmp_path / "results" / "live"
+    log = tmp_path / "search.log"
+    search = subprocess.Popen(
+        [sys.executable, "-m", "ratiotune", "search", str(write_study(study)), "--storage", str(tmp_path / "results"),
+         "--name", "live"],
+        cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "RAY_ADDRESS": "local"},
+        start_new_session=True,
+    )
+    server = None
+    try:
+        deadline = time.monotonic() + 300  # only a guard against a hang
+        def reported() -> bool:
+            try:
+                return any(t.intermediate_values for t in stored_trials(experiment))
+            except (TypeError, KeyError):  # no optuna.json (read_record: None) or no study yet
+                return False
+
+        while not reported():
+            assert search.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        server, port = start_dashboard(experiment)
+        _, detail = served_study(port, "live")
+        [trial] = detail["trials"]
+        assert trial["state"] == "Running" and trial["intermediate_values"], (trial, log.read_text()[-2000:])
+    finally:
+        stop(search)
+        if server is not None:
+            stop(server)
 
 
 def test_a_folder_made_before_optuna_storage_still_reads_and_dashboard_says_so(experiment, tmp_path, capsys):

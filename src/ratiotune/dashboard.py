@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -50,18 +51,18 @@ def serve(experiment_dir: Path, host: str, port: int) -> int:
         pass  # the study appears once the search asks for its first trial: the list page shows it then
     print(f"optuna-dashboard for study {study_name!r} ({location}): {url}", flush=True)
     print("Ctrl-C stops it.", file=sys.stderr, flush=True)
-    # Ctrl-C and `kill` both stop it cleanly, also when started from a script (a non-interactive
-    # shell starts background jobs with SIGINT ignored).
+    # The server runs in a thread and the signals only set an event: a KeyboardInterrupt raised
+    # while a request is being handled would be swallowed by wsgiref (it answers a 500 and serves
+    # on). Ctrl-C and `kill` both stop it cleanly, also when started from a script (a
+    # non-interactive shell starts background jobs with SIGINT ignored).
+    stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _stop)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("dashboard stopped", file=sys.stderr)
-    finally:
-        server.server_close()
+        signal.signal(signum, lambda *_: stop.set())
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    while not stop.wait(0.5):
+        pass
+    server.shutdown()
+    server.server_close()
+    print("dashboard stopped", file=sys.stderr)
     return 0
 
-
-def _stop(signum, frame):
-    raise KeyboardInterrupt
