@@ -103,7 +103,12 @@ def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) ->
     record = read_record(experiment_dir)
     if record is None:
         return
-    study = optuna.load_study(study_name=record[1], storage=open_storage(record[0]))
+    from ratiotune.study import StudyError
+
+    try:
+        study = optuna.load_study(study_name=record[1], storage=open_storage(record[0]))
+    except KeyError:
+        raise StudyError(f"no study named {record[1]!r} in {record[0]}") from None
     study.set_user_attr("race_winner", winner_trial)
     study.set_user_attr("honest_figure", headline[0])
     study.set_user_attr("race_summary", headline)
