@@ -142,6 +142,16 @@ def trial_workers(driver_pid: int) -> list[int]:
     return workers
 
 
+def optuna_trials(experiment_dir: Path):
+    """The trials of the experiment's Optuna study, from the storage optuna.json names."""
+    import optuna
+
+    from ratiotune.optuna_study import open_storage, read_record
+
+    location, name = read_record(experiment_dir)
+    return optuna.load_study(study_name=name, storage=open_storage(location)).get_trials()
+
+
 def kill_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
@@ -227,6 +237,14 @@ def test_sigkill_driver_then_resume_loses_nothing(tiny_study, write_study, tmp_p
     assert holding == {best}
     assert "infeasible (diverged) trials: 0   errored trials: 0" in resumed.stdout
 
+    # The Optuna study (optuna.journal) was continued, not duplicated: one Optuna trial per Ray
+    # trial, none left RUNNING by the killed driver, each epoch's objective recorded once.
+    stored = optuna_trials(experiment_dir)
+    assert len(stored) == 3, [(t.number, t.state, t.user_attrs) for t in stored]
+    assert {t.user_attrs["ray_trial_id"] for t in stored} == {name.removeprefix("trial_") for name in after}
+    for trial in stored:
+        assert trial.state.name == "COMPLETE" and sorted(trial.intermediate_values) == list(range(1, EPOCHS + 1))
+
     again = run_cli("resume", str(experiment_dir), env=LOCAL_RAY)
     assert again.returncode == 0 and "has finished" in again.stdout, again.stdout + again.stderr
 
@@ -275,6 +293,8 @@ def test_sigint_then_resume_and_a_diverged_trial(tiny_study, write_study, tmp_pa
             assert trial.epochs < EPOCHS  # stopped instead of training on
     infeasible = statuses.count("infeasible")
     assert f"infeasible (diverged) trials: {infeasible}" in resumed.stdout
+    stored = sorted(t.state.name for t in optuna_trials(experiment_dir))
+    assert stored == sorted("FAIL" if s == "infeasible" else "COMPLETE" for s in statuses), stored
 
 
 def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path):

@@ -177,3 +177,18 @@ def test_best_on_a_folder_that_is_not_an_experiment(tmp_path):
     result = run_cli("best", str(tmp_path), timeout=60)
     assert result.returncode == 2 and "not a ratiotune experiment" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_optuna_study_holds_the_trials_and_the_race_winner(experiment):
+    """optuna.journal (docs/dashboard.md): every trial, and the race's winner and honest figure as study attrs."""
+    import optuna
+
+    from ratiotune.optuna_study import open_storage, read_record
+
+    location, name = read_record(experiment["dir"])
+    assert (name, location) == ("exp", str(experiment["dir"] / "optuna.journal"))
+    study = optuna.load_study(study_name=name, storage=open_storage(location))
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
+    assert study.user_attrs["race_winner"] == summary["winner"]["search_trial"]
+    assert "on fresh seeds" in study.user_attrs["honest_figure"]

@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder the experiment goes under (default: results/); on several nodes a shared path or a URI (s3://bucket/dir)",
     )
     search.add_argument("--name", help="experiment name (default: the study's name)")
+    search.add_argument(
+        "--optuna-storage", metavar="URL",
+        help="Optuna storage URL the study is written to (e.g. sqlite:///studies.db; default: optuna.journal "
+        "in the experiment folder); sets search.optuna_storage",
+    )
     add_address_flag(search)
     add_set_flag(search)
     add_wandb_flags(search)
@@ -99,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_set_flag(retrain)
     retrain.set_defaults(func=cmd_retrain)
 
+    dashboard = commands.add_parser(
+        "dashboard", help="optuna-dashboard on an experiment's Optuna study (also while it runs); Ctrl-C stops it"
+    )
+    dashboard.add_argument("experiment", help="experiment folder, e.g. results/smoke")
+    dashboard.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only: the dashboard can edit and delete studies)",
+    )
+    dashboard.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
+    dashboard.set_defaults(func=cmd_dashboard)
+
     fields = commands.add_parser("fields", help="list every study field: type, default, description")
     fields.add_argument("prefix", nargs="?", default="", help="only fields under this key, e.g. search or train.top_p")
     fields.set_defaults(func=cmd_fields)
@@ -147,12 +163,23 @@ def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
+    overrides += [f"search.optuna_storage={args.optuna_storage}"] if args.optuna_storage else []
     study = check_launch(load_study(args.study, overrides))
-    from ratiotune import memory, search, storage
+    from ratiotune import memory, optuna_study, search, storage
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
     if storage.exists(experiment_dir):
         raise StudyError(f"{experiment_dir} already exists; pass another --name (experiments are never overwritten)")
+    location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
+    try:
+        taken = bool(study.search.optuna_storage) and optuna_study.study_exists(location, study.name)
+    except StudyError as exc:
+        raise StudyError(f"search.optuna_storage: {exc}") from None
+    if taken:
+        raise StudyError(
+            f"search.optuna_storage: {study.search.optuna_storage} already holds a study named {study.name!r}; "
+            "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
+        )
 
     start_ray(args.address)
     # The cluster's nodes, not this machine's: a trial must fit on one node.
@@ -215,6 +242,12 @@ def run_race(experiment: Experiment) -> int:
     print(f"\nwinner: {race.config_text(summary['winner']['config'])} (search trial {summary['winner']['search_trial']})")
     for line in race.headline(summary):
         print(f"  {line}")
+    from ratiotune.optuna_study import record_race
+
+    try:
+        record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
+    except StudyError as exc:  # the race's result stands; only the dashboard misses it
+        print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
     print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
     print(f"winner's config as study values: ratiotune best {experiment.directory}")
     return 0
@@ -402,6 +435,15 @@ def cmd_best(args: argparse.Namespace) -> int:
     # The four hyperparameters as fixed `train:` values a study file accepts.
     print(yaml.safe_dump({"train": values}, sort_keys=False), end="")
     return 0
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from ratiotune.dashboard import serve
+
+    return serve(Path(args.experiment).expanduser().resolve(), args.host, args.port)
 
 
 # --------------------------------------------------------------------------- report, check

@@ -34,8 +34,9 @@ def tune_domain(spec: ParamSpec):
     return tune.choice(list(spec.values))
 
 
-def make_searcher(study: Study):
-    """OptunaSearch with a seeded sampler (OptunaSearch's own seed= is ignored once a sampler is passed)."""
+def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna_location: str | None = None):
+    """OptunaSearch with a seeded sampler (OptunaSearch's own seed= is ignored once a sampler is passed),
+    on the Optuna storage at optuna_location (optuna_study.py), or in memory when it is None."""
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
@@ -46,6 +47,7 @@ def make_searcher(study: Study):
         unused = {
             "sampler": "the population is drawn at random from the space",
             "max_concurrent_trials": "the whole population is started and shares the resources",
+            "optuna_storage": "PBT draws its population itself: there is no Optuna study to store",
         }
         for field, why in unused.items():
             if field in study.search.model_fields_set:
@@ -66,7 +68,15 @@ def make_searcher(study: Study):
     # The baseline is the first trial: every study then measures the hand-picked config
     # under exactly its own conditions, and the race can state the winner's margin over it.
     baseline = study.baseline()
-    return OptunaSearch(sampler=sampler, points_to_evaluate=[baseline] if baseline else None)
+    if optuna_location is None:
+        return OptunaSearch(sampler=sampler, points_to_evaluate=[baseline] if baseline else None)
+    from ratiotune.optuna_study import StoredOptunaSearch
+    from ratiotune.storage import split_location
+
+    return StoredOptunaSearch(
+        location=optuna_location, study_name=split_location(experiment_dir)[1], baseline=baseline, epochs=study.train.epochs,
+        experiment_dir=str(experiment_dir), sampler=sampler,
+    )
 
 
 def make_scheduler(study: Study):
@@ -198,6 +208,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     storage_path, name = split_location(experiment_dir)
     trainable = make_trainable(study)
     search = study.search
+    optuna_location = optuna_storage(study, experiment_dir)
     from ratiotune.trial_logs import trial_loggers
 
     callbacks = trial_loggers()
@@ -234,7 +245,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         num_samples=search.num_samples,
         # Under pbt the resources alone limit how many of the population run at once.
         max_concurrent_trials=None if pbt else search.max_concurrent_trials,
-        search_alg=make_searcher(study),
+        search_alg=make_searcher(study, experiment_dir, optuna_location),
         scheduler=make_scheduler(study),
         # PBT pauses and restarts trials at every perturbation: reusing the worker process
         # saves a Python + torch start each time (the function trainable is simply rerun).
@@ -242,6 +253,28 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         trial_dirname_creator=lambda trial: f"trial_{trial.trial_id}",
     )
     return tune.Tuner(trainable, param_space=param_space(study), tune_config=tune_config, run_config=run_config)
+
+
+def optuna_storage(study: Study, experiment_dir: Path | str) -> str | None:
+    """Where this search's Optuna study goes (optuna_study.py), recorded in the experiment folder;
+    None when Optuna does not search (PBT, nothing searched) or the folder is a URI without a URL."""
+    from ratiotune import optuna_study
+    from ratiotune.storage import is_uri, split_location
+
+    if study.search.scheduler.type == "pbt" or not study.search.space:
+        return None
+    location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
+    if location is None:
+        print(
+            f"ratiotune: note: no Optuna storage for {experiment_dir}: the default journal file needs a local "
+            "folder; set search.optuna_storage (e.g. a PostgreSQL URL) to watch it in `ratiotune dashboard`",
+            file=sys.stderr,
+        )
+        return None
+    if not is_uri(experiment_dir):
+        Path(experiment_dir).mkdir(parents=True, exist_ok=True)
+        optuna_study.write_record(Path(experiment_dir), location, split_location(experiment_dir)[1])
+    return location
 
 
 def progress_reporter(study: Study, sort_by_metric: bool = True):

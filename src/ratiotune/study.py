@@ -38,6 +38,10 @@ PROMPT_SPLITS = ("train", "eval", "test")
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
 SEARCHABLE = ("learning_rate", "num_generations", "max_new_tokens", "reward_scale")
 
+# Databases an Optuna RDBStorage URL may name (SQLAlchemy dialects, optionally with +driver).
+OPTUNA_URL_SCHEMES = ("sqlite", "postgresql", "mysql")
+
+
 class StudyError(Exception):
     """A study that cannot run. The message is for people: field, value, what is allowed."""
 
@@ -214,6 +218,12 @@ class SearchSpec(Strict):
         "tpe", description="Optuna sampler, seeded with train.seed (TPE samples at random for its first 10 trials)."
     )
     scheduler: SchedulerSpec = Field(SchedulerSpec(), description="When trials stop early (ASHA) or swap weights (PBT).")
+    optuna_storage: Optional[str] = Field(
+        None,
+        description="Optuna storage URL the study is written to as it runs (sqlite:///studies.db, postgresql://...), "
+        "under the experiment's name; null = a journal file, optuna.journal, in the experiment folder. "
+        "`ratiotune dashboard` shows it.",
+    )
     space: dict[str, ParamSpec] = Field(
         default_factory=dict, description="The searched hyperparameters (any of the four searchable train: values) and their ranges."
     )
@@ -232,6 +242,14 @@ class SearchSpec(Strict):
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"space: {name!r} cannot be searched{hint}; allowed: {', '.join(SEARCHABLE)}")
             _check_space_value(name, spec)
+        if self.optuna_storage is not None:
+            scheme = self.optuna_storage.partition("://")[0].split("+")[0]
+            if "://" not in self.optuna_storage or scheme not in OPTUNA_URL_SCHEMES:
+                raise ValueError(
+                    f"optuna_storage: {self.optuna_storage!r} is not an Optuna database URL; allowed: "
+                    f"{', '.join(s + '://...' for s in OPTUNA_URL_SCHEMES)} (e.g. sqlite:///studies.db), "
+                    "or leave it unset for a journal file in the experiment folder"
+                )
         for name, value in (self.baseline or {}).items():
             if name not in self.space:
                 raise ValueError(f"baseline.{name}: not a searched parameter; the baseline names values of: {', '.join(self.space) or '(nothing searched)'}")
