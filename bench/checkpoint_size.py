@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from ratiotune.models import BUILTIN_MODELS
+from ratiotune.model_names import BUILTIN_MODELS
 from ratiotune.study import validate_study
 from ratiotune.trainable import Trial
 

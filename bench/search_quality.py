@@ -48,7 +48,7 @@ from ratiotune import race  # noqa: E402
 from ratiotune.results import load_experiment  # noqa: E402
 from ratiotune.search import build_tuner  # noqa: E402
 from ratiotune.study import Study, validate_study, write_study  # noqa: E402
-from ratiotune.trainable import SEED_KEY, TEST_KEY  # noqa: E402
+from ratiotune.study import SEED_KEY, TEST_KEY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"

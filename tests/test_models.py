@@ -13,6 +13,19 @@ def test_char_tokenizer_round_trips_text():
     assert tokenizer.decode([*ids, tokenizer.eos_token_id, tokenizer.pad_token_id], skip_special_tokens=True) == text
 
 
+def test_qwen_vocab_fillers_decode_to_nothing_also_after_a_save(tmp_path):
+    """Qwen's 151,936 ids: any id a random model samples decodes (fillers to nothing), saved or not."""
+    tokenizer = char_tokenizer(151_936)
+    tokenizer.save_pretrained(tmp_path / "tok")
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    text = "Tell a joke:"
+    for tok in (tokenizer, loaded):
+        assert len(tok) == 151_936
+        ids = tok(text).input_ids
+        assert tok.decode([ids[0], 151_935, *ids[1:], 200, tok.eos_token_id], skip_special_tokens=True) == text
+        assert tok.decode([151_935]) == "<x151935>"  # a token of its own, not an unknown
+
+
 def test_builtin_tiny_is_one_network_whatever_the_global_seed():
     """Like a downloaded checkpoint: the trial seed changes sampling, never the starting weights."""
     torch.manual_seed(3)

@@ -10,7 +10,7 @@ import pytest
 from ratiotune.race import CONTENDER_KEY, confirmed, honest_metric, rank_contenders
 from ratiotune.results import TrialResult
 from ratiotune.study import RaceSpec, StudyError, validate_study
-from ratiotune.trainable import SEED_KEY
+from ratiotune.study import SEED_KEY
 
 
 def run(contender: int, seed: int, values: list[float], test: dict | None = None, infeasible: bool = False) -> TrialResult:

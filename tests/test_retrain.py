@@ -138,7 +138,7 @@ def test_a_diverged_seed_is_left_out_and_a_retried_crash_counts(tiny_study, tmp_
     restarted after a crash (error.txt) and that reached its epochs is a result like any other."""
     from ratiotune.results import Experiment, TrialResult
     from ratiotune.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
-    from ratiotune.trainable import SEED_KEY
+    from ratiotune.study import SEED_KEY
 
     study = validate_study(tiny_study)  # 2 epochs
 

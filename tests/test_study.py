@@ -1,6 +1,8 @@
 """Each validation rule refuses a bad study with a message naming the field and the value."""
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,7 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
         "metric.yaml": with_change(tiny_study, "search.metric", "accuracy"),
     }
     storage = tmp_path / "results"
+    stderr = {}
     for name, study in cases.items():
         # Hide any GPU so that the test means the same on a GPU machine (Ray then counts 0 GPUs).
         # The timeout only guards against a hang: a loaded machine takes tens of seconds to start Ray.
@@ -109,10 +112,19 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
         assert "Traceback" not in result.stderr
         assert "error:" in result.stderr
         assert not storage.exists() or not any(storage.iterdir())
-    result = run_cli("search", str(write_study(cases["gpu.yaml"], "gpu.yaml")), "--storage", str(storage), env=NO_GPU)
-    assert "resources.gpu" in result.stderr and "0 available" in result.stderr
+        stderr[name] = result.stderr
+    assert "resources.gpu" in stderr["gpu.yaml"] and "0 available" in stderr["gpu.yaml"]
     result = run_cli("search", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "study file not found" in result.stderr
+
+
+def test_the_cli_answers_a_schema_error_without_loading_torch():
+    """Validating a study and reading an experiment need no torch, transformers or Ray: a typo is
+    answered at once (they are imported by the commands that train, when they train)."""
+    code = "import sys, ratiotune.cli, ratiotune.race, ratiotune.retrain; print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 # --------------------------------------------------------------------------- paths, schema vs launch

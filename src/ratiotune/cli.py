@@ -201,7 +201,7 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
     non-zero; exit EXIT_NO_RESULT when every trial errored or none reported the metric."""
     from ratiotune import resume, storage
 
-    finished, grid = resume.fit(tuner, study, experiment_dir)
+    finished, grid = resume.fit_interruptibly(tuner, study, experiment_dir)
     if not finished:
         print(resume.interrupted_hint(experiment_dir), file=sys.stderr)
         return resume.EXIT_INTERRUPTED

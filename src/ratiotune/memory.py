@@ -163,7 +163,8 @@ def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_
 
 def study_shape(model_name: str) -> ModelShape:
     """The shape of a study's model: builtin shapes are known; others come from their config.json."""
-    from ratiotune.models import BUILTIN_MODELS, CHARACTERS, looks_like_path
+    from ratiotune.model_names import BUILTIN_MODELS, looks_like_path
+    from ratiotune.models import CHARACTERS
 
     if model_name in BUILTIN_MODELS:
         s = BUILTIN_MODELS[model_name]

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import copy
 import string
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -23,31 +22,11 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from ratiotune.model_names import BUILTIN_MODELS, looks_like_path
+
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 # Printable ASCII plus newline: every character our prompt files use.
 CHARACTERS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
-
-
-@dataclass(frozen=True)
-class BuiltinShape:
-    """Qwen2 dimensions of a builtin model. vocab_size None = the character vocabulary."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    vocab_size: int | None = None
-
-
-BUILTIN_MODELS = {
-    # The tests' and smoke study's model: seconds per epoch on one CPU core.
-    "builtin:tiny": BuiltinShape(64, 128, 2, 4, 2),
-    # Qwen's 151,936-token vocabulary on a small body: the update's cost as on the real model.
-    "builtin:qwen-vocab": BuiltinShape(64, 128, 2, 4, 2, vocab_size=151_936),
-    # The real Qwen2.5-0.5B dimensions, random weights: GPU memory and speed without a download.
-    "builtin:qwen2.5-0.5b-shape": BuiltinShape(896, 4864, 24, 14, 2, vocab_size=151_936),
-}
 
 
 def char_tokenizer(vocab_size: int | None = None) -> PreTrainedTokenizerFast:
@@ -57,25 +36,21 @@ def char_tokenizer(vocab_size: int | None = None) -> PreTrainedTokenizerFast:
     filler tokens so that any id a model samples decodes (to nothing).
     """
     vocab = {token: i for i, token in enumerate([PAD, EOS, UNK, *CHARACTERS])}
-    specials = [PAD, EOS, UNK]
-    if vocab_size is not None:
-        for i in range(len(vocab), vocab_size):
-            vocab[f"<x{i}>"] = i
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("(?m)."), behavior="isolated")
     backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
+    if vocab_size is not None and vocab_size > len(vocab):
+        # Fillers are special in the backend only (skip_special_tokens drops them), not listed
+        # as additional_special_tokens: transformers checks that list against a Python list on
+        # load, quadratic in its length (89 s for a saved 151,936-token tokenizer; this way 5 s).
+        backend.add_special_tokens([AddedToken(f"<x{i}>", special=True, normalized=False) for i in range(len(vocab), vocab_size)])
+    return PreTrainedTokenizerFast(
         tokenizer_object=backend,
         pad_token=PAD,
         eos_token=EOS,
         unk_token=UNK,
         clean_up_tokenization_spaces=False,
     )
-    if vocab_size is not None and vocab_size > len(specials) + len(CHARACTERS):
-        tokenizer.add_special_tokens(
-            {"additional_special_tokens": [f"<x{i}>" for i in range(len(specials) + len(CHARACTERS), vocab_size)]}
-        )
-    return tokenizer
 
 
 # A builtin model is one network, like a downloaded checkpoint: its weights never depend on
@@ -104,63 +79,6 @@ def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCaus
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(BUILTIN_WEIGHTS_SEED)
         return Qwen2ForCausalLM(config)
-
-
-def looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
-
-
-# Seconds to wait for the hub when checking that a model id exists: one request, no retries,
-# so a machine without hub access hears it at once instead of after transformers' retries.
-HUB_CHECK_TIMEOUT = 10
-
-
-def model_problem(name: str) -> str | None:
-    """Why `name` cannot be loaded here, in one line with the fixes; None when it can.
-
-    Builtin names always load. A local folder needs a config.json. A hub id must be in the
-    local cache, or the hub must answer for it (not with HF_HUB_OFFLINE=1). Downloads nothing.
-    """
-    if name in BUILTIN_MODELS:
-        return None
-    if looks_like_path(name):
-        folder = Path(name).expanduser()
-        if not folder.is_dir():
-            return f"model folder {name!r} does not exist (relative paths in a study file are resolved against its folder)"
-        if not (folder / "config.json").is_file():
-            return (
-                f"model folder {name!r} has no config.json; save a model there with save_pretrained, "
-                f"or download one with `huggingface-cli download REPO_ID --local-dir {folder}`"
-            )
-        return None
-    from huggingface_hub import constants, try_to_load_from_cache
-    from huggingface_hub.errors import HFValidationError
-
-    try:
-        if isinstance(try_to_load_from_cache(name, "config.json"), str):
-            return None
-    except HFValidationError as exc:
-        return f"{name!r} is neither a local folder nor a valid hub id ({str(exc).splitlines()[0]})"
-    fixes = (
-        f"point model.name at a local folder holding the model, or run `huggingface-cli download {name}` beforehand "
-        "(on a machine with hub access)"
-    )
-    if constants.is_offline_mode():
-        return f"{name!r} is not in the local hub cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE is on; {fixes}"
-    fixes += ", then set HF_HUB_OFFLINE=1 to use the cache"
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
-    try:
-        HfApi().model_info(name, timeout=HUB_CHECK_TIMEOUT)
-    except GatedRepoError:
-        return None  # it exists; loading needs `huggingface-cli login`, which the hub's own error says
-    except RepositoryNotFoundError:
-        return f"{name!r} is neither a local folder nor a model on {constants.ENDPOINT} (or it is private: `huggingface-cli login`)"
-    except Exception as exc:  # noqa: BLE001  (connection refused, DNS, timeout, proxy: all mean "unreachable")
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"{name!r} is not in the local hub cache and {constants.ENDPOINT} cannot be reached ({reason}); {fixes}"
-    return None
 
 
 def load_agents(name: str) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:

@@ -33,8 +33,7 @@ from typing import Any
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
 from ratiotune.stats import t_interval
 from ratiotune.metrics import TASK_METRICS
-from ratiotune.study import Study, write_study
-from ratiotune.trainable import SEED_KEY, TEST_KEY
+from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
 
 RACE_DIR = "race"
 SUMMARY_FILE = "summary.json"

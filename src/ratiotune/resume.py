@@ -35,7 +35,7 @@ def is_finished(experiment_dir: Path) -> bool:
     return (experiment_dir / FINISHED_FILE).is_file()
 
 
-def fit(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any]:
+def fit_interruptibly(tuner: Any, study: Study, experiment_dir: Path | str) -> tuple[bool, Any]:
     """Run the tuner to the end or to an interruption: (every trial has ended, Ray's ResultGrid).
 
     Ray counts a study as done when all num_samples trials are terminated or errored;

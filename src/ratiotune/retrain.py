@@ -23,8 +23,18 @@ from typing import Any
 from ratiotune.race import honest_metric
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.stats import format_interval, t_interval
-from ratiotune.study import SEARCHABLE, Study, StudyError, apply_overrides, check_launch, validate_study, write_study
-from ratiotune.trainable import SEED_KEY, START_KEY, TEST_KEY
+from ratiotune.study import (
+    SEARCHABLE,
+    SEED_KEY,
+    START_KEY,
+    TEST_KEY,
+    Study,
+    StudyError,
+    apply_overrides,
+    check_launch,
+    validate_study,
+    write_study,
+)
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
 # search's: the search only needs to rank configs, the retrain has to measure them.

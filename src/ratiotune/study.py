@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from ratiotune.metrics import SELECTABLE_METRICS
-from ratiotune.models import BUILTIN_MODELS, model_problem
+from ratiotune.model_names import BUILTIN_MODELS, model_problem
 from ratiotune.task import BUILTIN_PROMPTS, load_prompts
 
 # Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt texts.
@@ -37,6 +37,14 @@ PROMPT_SPLITS = ("train", "eval", "test")
 
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
 SEARCHABLE = ("learning_rate", "num_generations", "max_new_tokens", "reward_scale")
+
+# Reserved trial config keys, set only by `retrain` and the race (never searched; Study.hyperparameters
+# ignores them): SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per
+# config); START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs;
+# TEST_KEY > 0 adds the test-prompt figures (that many pairs per prompt) to the final epoch's row.
+SEED_KEY = "seed"
+START_KEY = "start_checkpoint"
+TEST_KEY = "test_samples_per_prompt"
 
 # Databases an Optuna RDBStorage URL may name (SQLAlchemy dialects, optionally with +driver).
 OPTUNA_URL_SCHEMES = ("sqlite", "postgresql", "mysql")

@@ -25,7 +25,7 @@ from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.metrics import TASK_METRICS
-from ratiotune.study import Study
+from ratiotune.study import SEED_KEY, START_KEY, TEST_KEY, Study
 from ratiotune.task import batch_metrics
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
@@ -195,15 +195,6 @@ class Trial:
         meta = json.loads((directory / "meta.json").read_text())
         self.epoch = self.trainer.load_state(directory, saved_hyperparameters=meta["hyperparameters"])
         self.history = [float(v) for v in meta.get("history", [])][: self.epoch]
-
-
-# Reserved config keys, set only by `retrain` and the race (never searched; Study.hyperparameters
-# ignores them): SEED_KEY runs the trial with this seed instead of train.seed (fresh seeds per
-# config); START_KEY is a kept checkpoint folder to continue from, for train.epochs *more* epochs;
-# TEST_KEY > 0 adds the test-prompt figures (that many pairs per prompt) to the final epoch's row.
-SEED_KEY = "seed"
-START_KEY = "start_checkpoint"
-TEST_KEY = "test_samples_per_prompt"
 
 
 # Where checkpoints are staged before tune.report copies them into the experiment folder.
