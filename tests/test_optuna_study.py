@@ -102,32 +102,6 @@ def test_states_values_and_intermediate_values_match_what_the_trials_reported(ex
     assert first.params == {"learning_rate": 1e-3}  # the baseline (train.learning_rate), enqueued once
 
 
-def test_optuna_storage_flag_puts_the_study_in_that_database(tiny_study, write_study, tmp_path):
-    study = {**tiny_study, "train": {**tiny_study["train"], "epochs": 1}}
-    path = write_study(study)
-    database = tmp_path / "studies.db"
-    result = run_cli("search", str(path), "--storage", str(tmp_path / "results"), "--name", "shared",
-                     "--optuna-storage", f"sqlite:///{database}")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert not (tmp_path / "results" / "shared" / JOURNAL_FILE).exists()
-    assert json.loads((tmp_path / "results" / "shared" / OPTUNA_FILE).read_text())["storage"] == f"sqlite:///{database}"
-    stored = optuna.load_study(study_name="shared", storage=f"sqlite:///{database}")
-    assert [t.state for t in stored.get_trials()] == [TrialState.COMPLETE] * 2
-    assert all(t.intermediate_values.keys() == {1} for t in stored.get_trials())
-
-    # The same name in the same database: refused before anything runs.
-    again = run_cli("search", str(path), "--storage", str(tmp_path / "other"), "--name", "shared",
-                    "--optuna-storage", f"sqlite:///{database}")
-    assert again.returncode == 2 and "already holds a study named 'shared'" in again.stderr, again.stderr
-    assert "Traceback" not in again.stderr and not (tmp_path / "other").exists()
-    bad = run_cli("search", str(path), "--optuna-storage", "studies.db")
-    assert bad.returncode == 2 and "optuna_storage: 'studies.db' is not an Optuna database URL" in bad.stderr, bad.stderr
-    unreachable = run_cli("search", str(path), "--storage", str(tmp_path / "none"), "--optuna-storage", "sqlite:////no-such-dir/x.db")
-    assert unreachable.returncode == 2 and "search.optuna_storage: " in unreachable.stderr, unreachable.stderr
-    assert "cannot open it" in unreachable.stderr and "Traceback" not in unreachable.stderr
-    assert not (tmp_path / "none").exists()
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -189,15 +163,19 @@ def test_dashboard_serves_the_study_over_http_and_stops_on_ctrl_c(experiment):
     assert f"http://127.0.0.1:{port}/dashboard/studies/{study_id}" in stdout
 
 
-def test_dashboard_shows_a_search_while_it_runs(tiny_study, write_study, tmp_path):
+def test_a_search_on_a_sqlite_url_is_watched_live_and_its_name_is_taken(tiny_study, write_study, tmp_path):
+    """--optuna-storage puts the study in that database (not the journal), the dashboard shows it while
+    the search runs, and the name is then taken in that database. One search for the three facts."""
     # 400 epochs: still running when the dashboard has started (the test kills it then).
     study = {**tiny_study, "train": {**tiny_study["train"], "epochs": 400},
              "search": {**tiny_study["search"], "num_samples": 1, "max_concurrent_trials": 1}}
+    path = write_study(study)
+    database = f"sqlite:///{tmp_path / 'studies.db'}"
     experiment = tmp_path / "results" / "live"
     log = tmp_path / "search.log"
     search = subprocess.Popen(
-        [sys.executable, "-m", "ratiotune", "search", str(write_study(study)), "--storage", str(tmp_path / "results"),
-         "--name", "live"],
+        [sys.executable, "-m", "ratiotune", "search", str(path), "--storage", str(tmp_path / "results"),
+         "--name", "live", "--optuna-storage", database],
         cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "RAY_ADDRESS": "local"},
         start_new_session=True,
     )
@@ -213,6 +191,10 @@ def test_dashboard_shows_a_search_while_it_runs(tiny_study, write_study, tmp_pat
         while not reported():
             assert search.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
+        assert json.loads((experiment / OPTUNA_FILE).read_text())["storage"] == database
+        assert not (experiment / JOURNAL_FILE).exists()
+        [stored] = optuna.load_study(study_name="live", storage=database).get_trials()
+        assert stored.state == TrialState.RUNNING and 1 in stored.intermediate_values
         server, port = start_dashboard(experiment)
         _, detail = served_study(port, "live")
         [trial] = detail["trials"]
@@ -221,6 +203,17 @@ def test_dashboard_shows_a_search_while_it_runs(tiny_study, write_study, tmp_pat
         stop(search)
         if server is not None:
             stop(server)
+
+    # The same name in the same database: refused before anything runs.
+    again = run_cli("search", str(path), "--storage", str(tmp_path / "other"), "--name", "live", "--optuna-storage", database)
+    assert again.returncode == 2 and "already holds a study named 'live'" in again.stderr, again.stderr
+    assert "Traceback" not in again.stderr and not (tmp_path / "other").exists()
+    bad = run_cli("search", str(path), "--optuna-storage", "studies.db")
+    assert bad.returncode == 2 and "optuna_storage: 'studies.db' is not an Optuna database URL" in bad.stderr, bad.stderr
+    unreachable = run_cli("search", str(path), "--storage", str(tmp_path / "none"), "--optuna-storage", "sqlite:////no-such-dir/x.db")
+    assert unreachable.returncode == 2 and "search.optuna_storage: " in unreachable.stderr, unreachable.stderr
+    assert "cannot open it" in unreachable.stderr and "Traceback" not in unreachable.stderr
+    assert not (tmp_path / "none").exists()
 
 
 def test_a_folder_made_before_optuna_storage_still_reads_and_dashboard_says_so(experiment, tmp_path, capsys):
