@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 DEMO   ?= smoke-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: install demo test clean
+.PHONY: install demo test test-full-size clean
 
 install: $(VENV)/.installed
 
@@ -20,8 +20,13 @@ demo: install
 	WANDB_MODE=offline $(BIN)/ratiotune search studies/smoke.yaml --storage results --name $(DEMO)
 	$(BIN)/ratiotune best results/$(DEMO)
 
+# The suite (~10 minutes on 2 cores). The full-size model needs ~16 GB of RAM and runs on its own
+# (test-full-size, ~5 minutes); CI runs both.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not full_size"
+
+test-full-size: install
+	$(BIN)/python -m pytest -q -s -m full_size
 
 clean:
 	rm -rf $(VENV) results

@@ -1,7 +1,8 @@
 """The full-size model on CPU: Qwen2.5-0.5B's shape trains, saves, restores and evaluates.
 
-Marked `full_size`: ~14 GB of RAM per run (float32 master weights + AdamW moments of two
-494M-parameter agents), one run at a time, about a minute each on this 2-core machine.
+Marked `full_size` and run by `make test-full-size` (CI runs it after `make test`): ~16 GB of RAM
+per run (float32 master weights + AdamW moments of two 494M-parameter agents), one run at a
+time, ~4.5 minutes for both on a 2-core machine.
 Each dtype runs in its own process so that its peak RSS (getrusage maxrss) is its own;
 the figure is printed beside ratiotune.memory's estimate and must stay within 25% of it.
 
@@ -9,7 +10,7 @@ bfloat16 runs `builtin:qwen2.5-0.5b-shape` itself; float32 loads the same weight
 local folder written with save_pretrained, with pad = eos as Qwen's base tokenizer has it
 (the path a downloaded Qwen takes).
 
-    pytest -m full_size -s      # to see the figures
+    make test-full-size         # prints the figures
 """
 
 from __future__ import annotations
