@@ -167,3 +167,45 @@ def test_an_epoch_delivered_twice_reads_as_one_row_the_later(tiny_study, tmp_pat
     assert row["best eval/in_range_fraction"] == 0.5 and row["best_epoch"] == 5
     assert [r["epoch"] for r in curve_table(experiment)] == [1, 2, 3, 4, 5]
     assert "node_id" not in metric_names(experiment)  # a string: never a numeric column
+
+
+def test_read_experiment_gives_the_report_tables_as_dataframes(experiment):
+    """The analysis API reads the same trials and epochs as the report, and writes nothing."""
+    import ratiotune
+
+    before = sorted(str(p) for p in experiment.rglob("*"))
+    exp = ratiotune.read_experiment(experiment)
+    assert sorted(p.name for p in experiment.glob("trial_*")) == sorted(exp.trials.index)
+    report_rows = {row["trial"]: row for row in read_csv(experiment / "report" / "trials.csv")}
+    for name, row in exp.trials.iterrows():
+        assert row["epochs"] == int(report_rows[name]["epochs"])
+        assert row["objective"] == pytest.approx(float(report_rows[name]["objective"]))
+    objectives = list(exp.trials["objective"])
+    assert objectives == sorted(objectives, reverse=True)
+    assert len(exp.curves) == sum(int(r["epochs"]) for r in report_rows.values())
+    wide = exp.metric("eval/in_range_fraction")
+    assert set(wide.columns) == set(exp.trials.index) and list(wide.index) == sorted(wide.index)
+    with pytest.raises(KeyError, match="not a reported metric"):
+        exp.metric("eval/no_such_metric")
+    assert exp.name == "norm_on" and exp.race is None  # named by --name; race off in the tiny study
+    assert sorted(str(p) for p in experiment.rglob("*")) == before
+
+
+def test_analysis_scripts_run_on_an_experiment(experiment, tmp_path):
+    compare = subprocess.run(
+        [sys.executable, "analysis/compare_experiments.py", str(experiment), str(experiment), "--out", str(tmp_path / "c.png")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert compare.returncode == 0, compare.stderr[-3000:]
+    assert compare.stdout.count("norm_on") >= 4 and (tmp_path / "c.png").read_bytes().startswith(PNG_MAGIC)
+    plot = subprocess.run(
+        [sys.executable, "analysis/plot_metric.py", str(experiment), "--metric", "train/mean_reward", "--out", str(tmp_path / "m.png")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert plot.returncode == 0, plot.stderr[-3000:]
+    assert plot.stdout.startswith("train/mean_reward: 3 trials") and (tmp_path / "m.png").read_bytes().startswith(PNG_MAGIC)
+    bad = subprocess.run(
+        [sys.executable, "analysis/plot_metric.py", str(experiment), "--metric", "nope/x", "--out", str(tmp_path / "x.png")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2 and "nope/x" in bad.stderr and "Traceback" not in bad.stderr
