@@ -215,18 +215,21 @@ def section_env(sizes: dict, device: str, partial: Partial) -> dict:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(0)
         figures.update(gpu=props.name, gpus=torch.cuda.device_count(), gpu_memory_gib=props.total_memory / 2**30)
-    for name in ("comlrl", "datasets", "pydantic", "wandb", "ray"):
-        try:
-            module = __import__(name)
-            stand_in = getattr(module, "__ratiotune_stand_in__", False)
-            figures[name] = "stand-in" if stand_in else getattr(module, "__version__", "?")
-        except Exception as exc:  # noqa: BLE001  (missing is a figure here)
-            figures[name] = f"missing ({type(exc).__name__})"
     partial.update(**figures)
-    from ratiotune import trainable  # noqa: F401  (the whole training import chain, without Ray)
+    from importlib import metadata
+
+    from ratiotune import trainable  # noqa: F401  (the whole training import chain)
 
     figures["trainable_imports"] = "ok"
-    figures["ray_loaded_by_trainable"] = "ray" in sys.modules
+    figures["ray_loaded_by_trainable"] = "ray" in sys.modules  # must be False: the node has no Ray
+    for name in ("comlrl", "datasets", "pydantic", "wandb", "ray"):
+        if getattr(sys.modules.get(name), "__ratiotune_stand_in__", False):
+            figures[name] = "stand-in"
+            continue
+        try:
+            figures[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            figures[name] = "missing"
     return figures
 
 
@@ -540,7 +543,8 @@ def describe(row: dict) -> str:
             same = lambda equal, diff: "equal" if equal else f"first differs at step {diff}"  # noqa: E731
             text = (f"{row['steps']} greedy steps: compiled vs eager {same(row['compiled_equals_eager'], row['first_diff_vs_eager'])}; "
                     f"vs eager on the same bf16 copy {same(row['compiled_equals_eager_on_copy'], row['first_diff_vs_eager_on_copy'])}; "
-                    f"bf16 copy vs float32 masters under autocast: first differs at {row['copy_vs_masters_first_diff']}")  # fmt: skip
+                    f"eager on the bf16 copy vs on the float32 masters under autocast "
+                    f"{same(row['copy_vs_masters_first_diff'] is None, row['copy_vs_masters_first_diff'])}")  # fmt: skip
         elif name == "steps":
             text = (f"{row['verdict']}: max |logit diff| vs current weights {f(row['max_logit_diff_vs_current'], '.3g')}, "
                     f"vs the weights before the last step (control) {f(row['max_logit_diff_vs_previous_weights'], '.3g')} "
@@ -598,6 +602,7 @@ def main() -> None:
     parser.add_argument("--out", default="gpu_suite.jsonl", help="JSON lines, one per section, appended as each ends")
     parser.add_argument("--only", default="", help=f"comma-separated sections to run ({','.join(ORDER)})")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip")
+    parser.add_argument("--need", default="", help="NAME=SECONDS,...: override the seconds a section needs to be started")
     parser.add_argument("--section", help=argparse.SUPPRESS)  # internal: run one section in this process
     parser.add_argument("--sizes", help=argparse.SUPPRESS)
     parser.add_argument("--device", help=argparse.SUPPRESS)
@@ -617,6 +622,7 @@ def main() -> None:
     gpus = 0 if args.dry_run else torch.cuda.device_count()
     ray = importlib.util.find_spec("ray") is not None
     only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))
+    needs = {k: float(v) for k, v in (item.split("=") for item in filter(None, args.need.split(",")))}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -648,9 +654,9 @@ def main() -> None:
             emit({"section": name, "skipped": f"{gpus} GPU(s)"})
             continue
         left = args.deadline - (time.monotonic() - began)
-        need = NEED[name][1 if args.dry_run else 0]
+        need = needs.get(name, NEED[name][1 if args.dry_run else 0])
         if left < min(need, 0.5 * need + 20):
-            emit({"section": name, "skipped": f"needs ~{need} s, {left:.0f} s left of --deadline {args.deadline:g}"})
+            emit({"section": name, "skipped": f"needs ~{need:.0f} s, {left:.0f} s left of --deadline {args.deadline:g}"})
             continue
         emit(run_section(name, sizes, device, left - 2, env))
     emit({"section": "suite", "total_s": time.monotonic() - began, "out": str(out)})
