@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -90,6 +91,10 @@ def install_shims() -> list[str]:
     if importlib.util.find_spec("wandb") is None:
         module = types.ModuleType("wandb")
         module.__ratiotune_stand_in__ = True
+        # A spec, or importlib.util.find_spec("wandb") raises ValueError (accelerate, preinstalled on
+        # the GPU node, asks at import time); with no distribution metadata behind it, accelerate's
+        # and transformers' is_wandb_available() still answer False.
+        module.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
         module.run = None
 
         def refuse(*args, **kwargs):
