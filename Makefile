@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 DEMO   ?= smoke-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: install demo test test-full-size clean
+.PHONY: install demo test test-full-size gpu-wheels gpu-rehearsal clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,16 @@ test: install
 
 test-full-size: install
 	$(BIN)/python -m pytest -q -s -m full_size
+
+# The wheels bench/gpu_suite.py needs on the GPU node (Python 3.12) beyond its preinstalled
+# packages, into .whl/ (git-ignored; name it in the device tool's carry). ~4 MB.
+gpu-wheels:
+	bench/gpu_wheels.sh .whl 3.12
+
+# The suite's --dry-run in a clean venv (this machine's torch, transformers 5.17, the same wheels
+# built for Python 3.11), offline, no Ray: once to its own deadline, once killed half-way.
+gpu-rehearsal:
+	bench/gpu_rehearsal.sh
 
 clean:
 	rm -rf $(VENV) results

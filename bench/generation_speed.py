@@ -43,7 +43,8 @@ def decode_speed(
     from ratiotune.generation import Decoding, compile_config
 
     prompt = tokenizer(["Tell a joke about dinosaurs:"], return_tensors="pt").to(device)
-    decodings = {mode: Decoding(mode, model, device) for mode in modes}
+    # As trials decode: compiled under bf16 autocast runs on the agent's bf16 copy (Decoding.decoder).
+    decodings = {mode: Decoding(mode, model, device, dtype=dtype) for mode in modes}
     if "compiled" in decodings:
         decodings["compiled"].compile_config = compile_config(device, backend)
     seconds: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -58,7 +59,7 @@ def decode_speed(
                 sync(device)
                 start = time.perf_counter()
                 with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype != torch.float32):
-                    out = model.generate(
+                    out = decodings[mode].decoder().generate(
                         **prompt, do_sample=True, temperature=0.6, top_p=0.6, max_new_tokens=tokens, min_new_tokens=tokens,
                         num_return_sequences=rows, pad_token_id=tokenizer.pad_token_id, **extra,
                     )  # fmt: skip

@@ -196,3 +196,66 @@ def test_static_decoding_runs_under_comlrls_two_threads(tiny_study):
     assert all(sorted(k[0] for k in d.caches) == ["eval", "rollout"] for d in trial.trainer.decoding)
     auto = Trial(validate_study(tiny_study), {}, devices=["cpu", "cpu:0"])
     assert [d.mode for d in auto.trainer.decoding] == ["eager", "eager"]
+
+
+def test_compiled_decoding_under_autocast_uses_a_bf16_copy_that_follows_each_step(tiny_study):
+    """No per-step re-cast of the float32 masters: the compiled decode step runs on a bf16 copy,
+    refreshed in place after every optimizer step (same tensors, so CUDA graphs keep reading it)."""
+    from ratiotune.generation import CACHE_KWARG
+    from ratiotune.memory import study_estimate
+
+    (model, _), tokenizer = load_agents("builtin:tiny")
+    decoding = Decoding("compiled", model, "cpu", dtype=torch.bfloat16)
+    copy_ = decoding.decoder()
+    assert copy_ is not model and decoding.decoder() is copy_
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in copy_.parameters())
+    assert all(b.dtype == torch.float32 for n, b in copy_.named_buffers() if "inv_freq" in n)  # RoPE stays exact
+    addresses = [p.data_ptr() for p in copy_.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def equal_to_masters() -> bool:
+        masters = dict(model.named_parameters())
+        return all(torch.equal(p, masters[n].detach().to(torch.bfloat16)) for n, p in copy_.named_parameters())
+
+    assert equal_to_masters()
+    adamw_step(model, optimizer, tokenizer)
+    assert not equal_to_masters()  # the control: a step moves the masters away from the copy
+    decoding.refresh()
+    assert equal_to_masters() and [p.data_ptr() for p in copy_.parameters()] == addresses
+    adamw_step(model, optimizer, tokenizer)
+    assert decoding.decoder() is copy_ and equal_to_masters()  # a step nobody announced: version counters
+    # No copy without autocast, nor for eager/static decoding.
+    assert Decoding("compiled", model, "cpu").decoder() is model
+    assert Decoding("static", model, "cpu", dtype=torch.bfloat16).decoder() is model
+    assert CACHE_KWARG in ("cache", "past_key_values")
+
+    # Through a trial: comlrl's rollouts and our eval sample from the copies, and after the
+    # epoch's updates each copy equals its agent's masters cast to bf16.
+    study = validate_study({**tiny_study, "model": {**tiny_study["model"], "dtype": "bfloat16"},
+                            "train": {**tiny_study["train"], "generation": "compiled"}})  # fmt: skip
+    trial = Trial(study, {})
+    for decoding in trial.trainer.decoding:
+        decoding.compile_config = compile_config("cpu", backend="aot_eager")
+    before = [[p.detach().clone() for p in agent.parameters()] for agent in trial.trainer.agents]
+    metrics = trial.run_epoch()
+    assert metrics["infeasible"] == 0
+    for agent, decoding, old in zip(trial.trainer.agents, trial.trainer.decoding, before):
+        assert decoding._copy is not None and sorted(k[0] for k in decoding.caches) == ["eval", "rollout"]
+        assert any(not torch.equal(p, q) for p, q in zip(agent.parameters(), old))  # the agent was updated
+        masters = dict(agent.named_parameters())
+        assert all(torch.equal(p, masters[n].detach().to(torch.bfloat16)) for n, p in decoding._copy.named_parameters())
+    estimate = study_estimate(study)[0]
+    assert estimate.decode_copies == sum(d.copy_bytes() for d in trial.trainer.decoding) > 0
+    assert estimate.kept_caches == sum(d.kept_bytes() for d in trial.trainer.decoding)
+
+
+def test_float16_is_refused_at_validation_naming_field_value_and_allowed(tiny_study):
+    study = copy.deepcopy(tiny_study)
+    study["model"]["dtype"] = "float16"
+    with pytest.raises(StudyError) as info:
+        validate_study(study)
+    line = str(info.value).splitlines()[1].strip()
+    assert line.startswith("model.dtype: 'float16'") and "GradScaler" in line and "bfloat16, float32" in line
+    for dtype in ("auto", "bfloat16", "float32"):
+        study["model"]["dtype"] = dtype
+        assert validate_study(study).model.dtype == dtype

@@ -33,19 +33,36 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
   prompts are 23-47 characters: 1 or 2 buckets with the character tokenizer, 1 with Qwen's)
   plus one for eval (and one for the test prompts in a retrain run's last epoch): at most 4
   of the 8.
+- Under bf16 autocast the master weights are float32, and a compiled decode step would cast
+  every one of them to bf16 on every step (~2 GB read + 1 GB written per step for
+  Qwen2.5-0.5B, ~0.9 ms on an H200 before any real work). So compiled decoding runs on a
+  bf16 copy of the agent (`Decoding.decoder`), copied in place (same addresses for the CUDA
+  graphs) from the masters after each optimizer step (`refresh`, which the trainer calls) and
+  whenever a master tensor's version counter moved (a checkpoint restore, a test's own step).
+  Its keys and values are then bf16 too. Eager and static decoding use the masters under
+  autocast, as before.
+
+The cache goes to `generate()` under the name this transformers uses (CACHE_KWARG):
+`past_key_values` up to 5.2x (5.17 rejects `cache=` with "model_kwargs are not used"),
+`cache` in later releases (5.24 still accepts `past_key_values`, with a deprecation warning).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
 from transformers import StaticCache
+from transformers.generation import utils as _generation_utils
 from transformers.generation.configuration_utils import CompileConfig
 
 MODES = ("auto", "eager", "static", "compiled")
 # Prompt lengths are rounded up to a multiple of this many tokens when sizing a cache.
 PROMPT_BUCKET = 32
+# generate()'s name for a cache passed in: the first of transformers' own cache names
+# ("past_key_values" in 5.17, "cache" in 5.24).
+CACHE_KWARG = _generation_utils.ALL_CACHE_NAMES[0]
 
 
 def resolve(mode: str, device: str | torch.device, threaded: bool = False) -> str:
@@ -94,9 +111,17 @@ def compile_config(device: str | torch.device, backend: str = "inductor") -> Com
 class Decoding:
     """One agent's decoding mode and the static caches it keeps between `generate` calls."""
 
-    def __init__(self, mode: str, model: torch.nn.Module, device: str | torch.device, threaded: bool = False):
+    def __init__(
+        self, mode: str, model: torch.nn.Module, device: str | torch.device, threaded: bool = False,
+        dtype: torch.dtype | None = None,
+    ):
         self.mode = resolve(mode, device, threaded)
         self.model = model
+        # Compiled decoding under autocast to `dtype` decodes on a copy of the model in that
+        # dtype (see the module docstring); None = on the model itself.
+        self.copy_dtype = dtype if self.mode == "compiled" and dtype not in (None, torch.float32) else None
+        self._copy: torch.nn.Module | None = None
+        self._versions: tuple[int, ...] = ()
         # A test may swap in another backend before the first call (compile_config(device, "aot_eager")).
         self.compile_config = compile_config(device) if self.mode == "compiled" else None
         # (purpose, rows, max_cache_len) -> the cache; see the module docstring for why it is kept.
@@ -123,8 +148,45 @@ class Decoding:
                 cache.reset()
         if self.mode == "static":
             # On CUDA transformers would otherwise compile the decode step of any static cache.
-            return {"cache": cache, "disable_compile": True}
-        return {"cache": cache, "compile_config": self.compile_config}
+            return {CACHE_KWARG: cache, "disable_compile": True}
+        return {CACHE_KWARG: cache, "compile_config": self.compile_config}
+
+    def decoder(self) -> torch.nn.Module:
+        """The module to call generate() on: the bf16 copy for compiled decoding under autocast, else the model.
+
+        The copy is made on first use (eval mode, requires_grad off, as comlrl samples) and
+        refreshed here if any master tensor changed since the last refresh (version counters).
+        """
+        if self.copy_dtype is None:
+            return self.model
+        if self._copy is None:
+            # Parameters only: buffers (the rotary inv_freq) keep their float32 values.
+            self._copy = copy.deepcopy(self.model).eval().requires_grad_(False)
+            for param in self._copy.parameters():
+                param.data = param.data.to(self.copy_dtype)
+            self._versions = self._master_versions()
+        elif self._master_versions() != self._versions:
+            self.refresh()
+        return self._copy
+
+    def refresh(self) -> None:
+        """Copy the master weights into the decode copy, in place (the CUDA graphs keep its addresses)."""
+        if self._copy is None:
+            return
+        with torch.no_grad():
+            masters = dict(self.model.named_parameters())
+            copies = list(self._copy.named_parameters())
+            torch._foreach_copy_([t for _, t in copies], [masters[name] for name, _ in copies])
+        self._versions = self._master_versions()
+
+    def _master_versions(self) -> tuple[int, ...]:
+        return tuple(p._version for p in self.model.parameters())
+
+    def copy_bytes(self) -> int:
+        """Bytes of the decode copy (0 until its first use, and without one)."""
+        if self._copy is None:
+            return 0
+        return sum(t.numel() * t.element_size() for t in self._copy.parameters())
 
     def kept_bytes(self) -> int:
         """Bytes of the caches kept now (0 until their first call allocates them)."""

@@ -135,6 +135,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
     ) -> dict[str, Any]:
         plain_prompts = kwargs.get("prompts_override") is None and kwargs.get("external_prompts") is None
         if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
+            # Compiled decoding under autocast samples from the agent's bf16 copy (generation.Decoding.decoder).
+            agent = self.decoding[agent_idx].decoder()
             # comlrl tokenizes the prompts inside; the cache is sized from the same padded
             # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
             # Other prompts (multi-turn, never used here) decode eagerly.
@@ -155,6 +157,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
 
     def _update_from_samples(self, agent_idx: int, samples: list[Any]) -> None:
         super()._update_from_samples(agent_idx, samples)
+        if self.decoding is not None:
+            self.decoding[agent_idx].refresh()  # the bf16 decode copy follows the optimizer step
         # Free this agent's gradients now rather than at its next update: with the agents
         # updating one after the other, only one agent's float32 gradients are alive at a time.
         self.optimizers[agent_idx].zero_grad(set_to_none=True)
@@ -212,11 +216,12 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
             tokenizer.padding_side = side
         rows, prompt_tokens = len(prompts) * n, batch.input_ids.shape[1]
         decoding = self.decoding[agent_idx].generate_kwargs("eval", rows, prompt_tokens, max_new_tokens) if self.decoding else {}
+        decoder = self.decoding[agent_idx].decoder() if self.decoding else agent
         was_training = agent.training
         agent.eval()
         try:
             with self.autocast(device):
-                sequences = agent.generate(
+                sequences = decoder.generate(
                     **batch,
                     do_sample=True,
                     temperature=self.args.temperature,
@@ -295,6 +300,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
                     f"agent_{index} in {directory} does not match the model: missing {sorted(set(missing) - tied)}, "
                     f"unexpected {sorted(unexpected)}"
                 )
+            if self.decoding is not None:
+                self.decoding[index].refresh()
 
     def load_state(self, directory: Path, saved_hyperparameters: dict[str, Any] | None = None) -> int:
         """Restore agents (agent_i/), optimizers (optimizer_i.pt) and RNG; returns the number of completed epochs.
@@ -451,5 +458,7 @@ def build_trainer(
     trainer.fast_update = train.fast_update
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
     threaded = parallel == "mp"  # comlrl then generates both agents at once, from two threads
-    trainer.decoding = [Decoding(train.generation, agent, device, threaded) for agent, device in zip(agents, devices)]
+    trainer.decoding = [
+        Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype) for agent, device in zip(agents, devices)
+    ]
     return trainer

@@ -23,6 +23,9 @@ What one trial holds (two agents, comlrl's MAGRPO):
   prompt-length bucket; eval: eval prompts x samples rows), each of prompt rounded up to 32
   tokens + max_new_tokens, for the whole trial, so they count with the states. (The test prompts' cache that a retrain run's
   last epoch adds is not counted.)
+- with train.generation compiled under autocast, each agent's bf16 decode copy of its weights
+  (generation.Decoding.decoder: 2 bytes per parameter), kept for the whole trial; its kept
+  caches then hold keys in the compute dtype too.
 - with CUDA, the context of the trial's process (each trial is its own process).
 Generation and update do not overlap, so the peak is the states (and kept caches) plus the larger of the two phases.
 """
@@ -77,10 +80,11 @@ class Estimate:
     generation: int  # both agents' dynamic caches and samplers, while they generate
     cuda_context: int
     kept_caches: int = 0  # both agents' static caches, kept for the whole trial
+    decode_copies: int = 0  # both agents' compute-dtype copies for compiled decoding
 
     @property
     def total(self) -> int:
-        states = self.weights + self.gradients + self.optimizer + self.kept_caches
+        states = self.weights + self.gradients + self.optimizer + self.kept_caches + self.decode_copies
         return states + max(self.update_activations, self.generation) + self.cuda_context
 
     def describe(self) -> str:
@@ -88,6 +92,7 @@ class Estimate:
         return (
             f"weights {g(self.weights)} + gradients {g(self.gradients)} + AdamW {g(self.optimizer)} GiB"
             + (f" + kept static caches {g(self.kept_caches)} GiB" if self.kept_caches else "")
+            + (f" + decode copies {g(self.decode_copies)} GiB" if self.decode_copies else "")
             + f", then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
             + (f" + CUDA context {g(self.cuda_context)} GiB" if self.cuda_context else "")
             + f" = {g(self.total)} GiB"
@@ -104,12 +109,14 @@ def estimate(
     on_gpu: bool,
     parallel: bool = False,
     kept_cache_tokens: int = 0,
+    decode_copy: bool = False,
 ) -> Estimate:
     """Bytes one trial (two agents) needs at its peak.
 
     `dtype` is the resolved compute dtype; `parallel` = one GPU per agent (both update at once);
     `kept_cache_tokens` = rows x length of the static caches one agent keeps (0: eager decoding,
-    whose dynamic cache lives only while it generates).
+    whose dynamic cache lives only while it generates); `decode_copy` = compiled decoding on a
+    `dtype` copy of each agent (generation.Decoding.decoder), whose caches' keys are in `dtype` too.
     """
     size = DTYPE_BYTES[dtype]
     params = shape.parameters()
@@ -120,6 +127,8 @@ def estimate(
     kv_per_token = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * (MASTER_BYTES + size)
     kv_cache = 0 if kept_cache_tokens else tokens * kv_per_token  # static: generate() fills the kept cache
     sampler = num_generations * shape.vocab_size * (4 + 8)
+    copy = decode_copy and size != MASTER_BYTES
+    kept_per_token = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * 2 * size if copy else kv_per_token
     autocast_weights = params * size if size != MASTER_BYTES else 0
     return Estimate(
         parameters=params,
@@ -129,7 +138,8 @@ def estimate(
         update_activations=activations + logits + autocast_weights,
         generation=2 * (kv_cache + sampler),
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
-        kept_caches=2 * kept_cache_tokens * kv_per_token,
+        kept_caches=2 * kept_cache_tokens * kept_per_token,
+        decode_copies=2 * params * size if copy else 0,
     )
 
 
@@ -214,7 +224,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
     shape = study_shape(study.model.name)
     result = estimate(
         shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
-        on_gpu=on_gpu, parallel=study.resources.gpu >= 2, kept_cache_tokens=kept,
+        on_gpu=on_gpu, parallel=study.resources.gpu >= 2, kept_cache_tokens=kept, decode_copy=decoding == "compiled",
     )
     header = (
         f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {decoding} decoding, "

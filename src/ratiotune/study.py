@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ratiotune.metrics import SELECTABLE_METRICS
 from ratiotune.model_names import BUILTIN_MODELS, model_problem
@@ -60,9 +60,19 @@ class Strict(BaseModel):
 
 class ModelSpec(Strict):
     name: str = Field("builtin:tiny", description="Hub id, local directory, or builtin:tiny / builtin:qwen-vocab / builtin:qwen2.5-0.5b-shape.")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU."
     )
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _no_float16(cls, value: Any) -> Any:
+        # float16 autocast needs a GradScaler (its 5-bit exponent flushes small gradients to
+        # zero); the trainer has none, so float16 would train silently wrong.
+        if value == "float16":
+            raise ValueError("'float16' is refused: training has no GradScaler, so float16 gradients would underflow; "
+                             "allowed: auto, bfloat16, float32")
+        return value
 
     def compute_dtype(self, on_gpu: bool) -> str:
         """The dtype of the forward passes; 'auto' is float32 on CPU (bf16 matmuls are slow there) and bfloat16 on GPU."""
