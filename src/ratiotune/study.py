@@ -439,7 +439,7 @@ class Study(Strict):
             return None
         return values
 
-    def race_plan(self, search_epochs: int | None = None, available: int | None = None):
+    def race_plan(self, search_epochs: int | None = None, available: int | None = None, explicit: frozenset[str] | None = None):
         """The race fitted to race.max_share (intensify.plan); by default the search counted at its most
         (num_samples x epochs), as at load time. Raises intensify.PlanError for explicit numbers that cannot fit."""
         from ratiotune.intensify import plan
@@ -450,7 +450,7 @@ class Study(Strict):
             run_epochs=self.train.epochs,
             available=min(self.race.top_k, self.search.num_samples) if available is None else available,
             baseline=self.baseline() is not None,
-            explicit=frozenset(self.race.model_fields_set),
+            explicit=frozenset(self.race.model_fields_set) if explicit is None else explicit,
         )
 
     def searched(self) -> list[str]:
@@ -681,6 +681,20 @@ def check_launch(study: Study) -> Study:
     if problem is not None:
         raise StudyError(f"model.name: {problem}")
     return study
+
+
+def check_race_budget(study: Study) -> None:
+    """Before a search: race numbers set in the study that cannot fit race.max_share even if every
+    trial runs all its epochs are refused (StudyError, one line); numbers left at their defaults
+    are fitted when the race is planned, on what the search really spent (race.py)."""
+    if study.race_skipped() is not None:
+        return
+    from ratiotune.intensify import PlanError
+
+    try:
+        study.race_plan()
+    except PlanError as exc:
+        raise StudyError(str(exc)) from None
 
 
 def study_files(study: Study, filename: str = "study.yaml") -> dict[str, str]:
