@@ -124,19 +124,19 @@ class Intensifier:
         """The next batch of (contender, seed) runs; [] when the race is done or a batch is still out."""
         if self.done or self._pending:
             return []
+        have, target = self._next_target()
+        self._round_target = target
+        self._pending = {(name, seed) for name in self.alive() for seed in self.seeds[have:target]}
+        return [(name, seed) for seed in self.seeds[have:target] for name in self.alive()]
+
+    def _next_target(self) -> tuple[int, int]:
+        """(seeds every alive contender has, seeds the next round brings them to); equal when none can be added."""
         alive = self.alive()
         have = len(self._c[alive[0]].values)  # every alive contender has the same seeds
         target = self.settings.min_seeds if have == 0 else min(self.settings.max_seeds, 2 * have)
         # The budget gives every contender alike: fewer seeds this round rather than unpaired ones.
         affordable = have + (self.budget - self.spent) // len(alive)
-        target = min(target, affordable)
-        if target <= have:
-            self._finish("the run budget cannot give every contender left one more seed"
-                         if have < self.settings.max_seeds else f"every contender left has max_seeds ({self.settings.max_seeds})")
-            return []
-        self._round_target = target
-        self._pending = {(name, seed) for name in alive for seed in self.seeds[have:target]}
-        return [(name, seed) for seed in self.seeds[have:target] for name in alive]
+        return have, max(have, min(target, affordable))
 
     def record(self, contender: str, seed: int, value: float | None) -> None:
         """One run's result: its value, or None when it diverged or errored (scored as `worst`, counted)."""
@@ -197,6 +197,11 @@ class Intensifier:
         )
         if len(self.alive()) == 1:
             self._finish("one contender left")
+            return
+        have, target = self._next_target()
+        if target <= have:
+            self._finish(f"every contender left has max_seeds ({self.settings.max_seeds})" if have >= self.settings.max_seeds
+                         else "the run budget cannot give every contender left one more seed")
 
     def standing(self, name: str, number: int | None = None) -> dict[str, Any]:
         entry = self._c[name]
