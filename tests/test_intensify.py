@@ -148,7 +148,8 @@ def test_a_diverged_confirmation_run_counts_in_the_gate_as_the_worst_value():
 
 def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
     result = gate([0.2] * 4, [0.2] * 4, collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, winner_is_baseline=True)
-    assert not result["recommend"] and "baseline stands" in result["reason"]
+    assert not result["recommend"] and "the race kept the baseline" in result["reason"]
+    assert result["margin"]["mean"] == 0.0  # the figures beside it are still computed
 
 
 # --------------------------------------------------------------------------- the plan

@@ -377,12 +377,9 @@ def gate(
         "margin_lower95": None,
     }
     collapse_ok = share is not None and share <= max_collapse_share
-    if winner_is_baseline:
-        out.update(recommend=False, reason="the race kept the baseline: no challenger beat it; the baseline stands")
-        return out
     if baseline is None:
         out.update(
-            recommend=collapse_ok,
+            recommend=collapse_ok and not winner_is_baseline,
             reason=("no baseline to compare with; " + ("collapse share within bound" if collapse_ok
                     else f"collapse share {share:.0%} above {max_collapse_share:g}")),
         )
@@ -393,6 +390,10 @@ def gate(
     out["margin"] = describe(diffs)
     bound = lower_bound_95(diffs)
     out["margin_lower95"] = bound
+    if winner_is_baseline:
+        # The figures of the best challenger beside it are shown; the selection already said no.
+        out.update(recommend=False, reason="the race kept the baseline: no challenger beat it on paired seeds")
+        return out
     beats = bound is not None and bound > 0
     reasons = []
     if not beats:

@@ -668,7 +668,31 @@ def read_prompts(study: Study, *, strict: bool = True) -> Study:
                 continue
             raise StudyError(f"{field}: {source} holds no prompts (one per line in .txt, a 'prompt' field per line in .jsonl)")
         study._prompt_texts[source] = texts
+    if strict:
+        check_prompt_overlap(study)
     return study
+
+
+# What each split is for: a prompt in two of them measures nothing held out.
+SPLIT_ROLES = {"train": "trained on", "eval": "selected on", "test": "reported on"}
+
+
+def check_prompt_overlap(study: Study) -> None:
+    """Train, eval and test prompts must be disjoint: one line naming both files and a shared prompt.
+
+    A prompt trained on inflates the eval figure, and one selected on inflates the test figure:
+    the honest figure would not be held out any more.
+    """
+    texts = {split: study.prompts(split) for split in PROMPT_SPLITS}
+    for i, first in enumerate(PROMPT_SPLITS):
+        for second in PROMPT_SPLITS[i + 1:]:
+            shared = [t for t in texts[second] if t in set(texts[first])]
+            if shared:
+                a, b = getattr(study.task, f"{first}_prompts"), getattr(study.task, f"{second}_prompts")
+                raise StudyError(
+                    f"task.{first}_prompts ({a}) and task.{second}_prompts ({b}) share {len(shared)} prompt(s), e.g. "
+                    f"{shared[0]!r}: a prompt {SPLIT_ROLES[first]} cannot be {SPLIT_ROLES[second]}; use disjoint prompt sets"
+                )
 
 
 def check_launch(study: Study) -> Study:
