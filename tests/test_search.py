@@ -184,6 +184,21 @@ def test_resume_finishes_a_race_that_was_cut_short(experiment, tmp_path):
     assert again.returncode == 0 and "nothing to resume" in again.stdout
 
 
+def test_retrain_starts_from_the_race_recommendation_on_seeds_the_race_never_used(experiment):
+    output = experiment["dir"].parent / "retrain"
+    done = run_cli("retrain", str(experiment["dir"]), "--seeds", "2", "--epochs", "1", "--output", str(output))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    race = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["candidates_from"] == "race"
+    (config,) = summary["configs"]
+    assert config["hyperparameters"] == race["recommended"]["hyperparameters"]
+    # The race used seeds 1-2 (selection) and 3-4 (confirmation): one candidate, nothing to select.
+    assert summary["selection_seeds"] == [] and summary["report_seeds"] == [5, 6]
+    assert "reported on seeds 5, 6" in done.stdout
+    assert (output / "final" / "agent_0").is_dir() and (output / "final" / "agent_1").is_dir()
+
+
 def test_wandb_offline_writes_one_run_per_trial_with_the_metric(experiment):
     runs = sorted(experiment["wandb"].rglob("offline-run-*"))
     assert len(runs) == 3, runs

@@ -92,10 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
     add_set_flag(check)
     check.set_defaults(func=cmd_check)
-    retrain = commands.add_parser("retrain", help="re-run the top configs over fresh seeds, pick the winner, save its agents")
+    retrain = commands.add_parser("retrain", help="re-run the race's winner (or survivors) over fresh seeds, save its agents")
     retrain.add_argument("experiment", help="experiment folder made by `ratiotune search`")
-    retrain.add_argument("--top-k", type=int, default=1, help="configs to retrain, best first (default: 1)")
-    retrain.add_argument("--seeds", type=int, default=3, help="fresh seeds per config (default: 3)")
+    retrain.add_argument("--top-k", type=int, default=1,
+                         help="configs to retrain: the race's recommendation, then its survivors (default: 1)")
+    retrain.add_argument("--seeds", type=int, default=3, help="fresh report seeds for the winner (default: 3)")
+    retrain.add_argument("--select-seeds", type=int,
+                         help="fresh selection seeds per config when --top-k > 1, never reported on (default: --seeds)")
     retrain.add_argument("--epochs", type=int, help="epochs per run (default: the study's)")
     retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
     retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
@@ -493,6 +496,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         eval_prompts=args.eval_prompts,
         overrides=args.overrides,
         from_checkpoint=args.from_checkpoint,
+        select_seeds=args.select_seeds,
     )
     start_ray(args.address)
     retrain.retrain(plan)
