@@ -129,3 +129,24 @@ def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_
     assert summary["seeds"] == {"selection": [1, 2], "confirmation": [9, 10, 11, 12]}
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_a"]
     assert all("±" not in line for line in headline(summary))
+
+
+def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_study, tmp_path):
+    from ratiotune.race import plan_race
+    from ratiotune.results import Experiment
+
+    tiny_study["race"] = {"enabled": True}
+    tiny_study["search"]["num_samples"] = 3
+    study = validate_study(tiny_study)
+
+    def trial(name: str, lr: float, curve: list[float]) -> TrialResult:
+        rows = [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in enumerate(curve, start=1)]
+        return TrialResult(name, tmp_path, {"learning_rate": lr}, rows, ray_status="TERMINATED")
+
+    # ASHA stopped trial_b after 1 of 2 epochs: the search spent 5 trial-epochs, not 3 x 2.
+    experiment = Experiment(tmp_path, study, [trial("trial_base", 1e-3, [0.1, 0.2]), trial("trial_a", 3e-3, [0.3, 0.5]),
+                                              trial("trial_b", 5e-3, [0.05])])
+    fitted, challengers = plan_race(experiment)
+    assert [c.name for c in challengers] == ["trial_a"]  # the best challenger; the baseline is the incumbent
+    assert "the search spent 5" in fitted.fitted
+    assert fitted.share == pytest.approx(fitted.runs * 2 / (fitted.runs * 2 + 5))
