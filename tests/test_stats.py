@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratiotune.stats import describe, format_interval, format_share, lower_bound_95, sign_test_p, t_quantile, wilson
+from ratiotune.stats import describe, format_interval, format_share, lower_bound_95, predict_mean, sign_test_p, t_quantile, wilson
 
 REPETITIONS = 4000
 
@@ -57,3 +57,14 @@ def test_quantiles_bounds_and_shares():
     assert low == 0.0 and high == pytest.approx(0.490, abs=0.001)
     assert sign_test_p(0, 4) == 1 / 16 and sign_test_p(4, 0) == 1.0 and sign_test_p(0, 0) == 1.0
     assert format_share(1, 4) == "collapsed 1 of 4 (25%, 95% Wilson interval [5%, 70%])"
+
+
+def test_the_prediction_interval_of_a_12_seed_mean_covers_95_percent_of_such_means():
+    rng = np.random.default_rng(12)
+    covered = 0
+    for _ in range(REPETITIONS):
+        stats = describe([float(v) for v in smoke_like(rng, 4)])
+        low, high = predict_mean(stats, 12, (0.0, 1.0))
+        covered += low <= float(smoke_like(rng, 12).mean()) <= high
+    assert abs(covered / REPETITIONS - 0.95) <= 0.03, covered / REPETITIONS
+    assert predict_mean(describe([0.1, 0.3]), 1) == describe([0.1, 0.3])["pi95"]

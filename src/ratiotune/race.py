@@ -40,12 +40,14 @@ from typing import Any
 from ratiotune.intensify import Intensifier, RacePlan, gate
 from ratiotune.metrics import TASK_METRICS, value_range
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
-from ratiotune.stats import describe, format_interval, format_share
+from ratiotune.stats import describe, format_interval, format_share, predict_mean
 from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
 
 RACE_DIR = "race"
 SUMMARY_FILE = "summary.json"
 ROUND_FILE = "round.json"  # written when a round has ended: resume reads it instead of re-running
+# A re-run a user might make to check the figure: the prediction interval of its mean is printed.
+REPRODUCE_SEEDS = 12
 CONTENDER_KEY = "contender"  # which config a run belongs to (an index into the race's contenders)
 BASELINE = "baseline"
 
@@ -435,6 +437,12 @@ def headline(summary: dict[str, Any]) -> list[str]:
     lines += config_lines("winner" if not summary.get("race_kept_baseline") else "best challenger", w)
     if "baseline" in summary:
         lines += config_lines("baseline", summary["baseline"])
+    recommended = summary.get("recommended", {}).get("which")
+    if recommended:
+        entry = summary[recommended]
+        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, value_range(metric))
+        if band is not None:
+            lines.append(f"re-run the {recommended} on {REPRODUCE_SEEDS} new seeds: 95% PI of their mean [{band[0]:.3f}, {band[1]:.3f}]")
     if summary.get("margin"):
         low = summary["gate"]["margin_lower95"]
         lines.append(

@@ -66,6 +66,21 @@ def describe(values: list[float], value_range: tuple[float, float] | None = None
     return out
 
 
+def predict_mean(stats: dict[str, Any], k: int, value_range: tuple[float, float] | None = None) -> list[float] | None:
+    """95% prediction interval for the mean of k new runs: mean ± t(0.975, n-1)·sd·sqrt(1/k + 1/n).
+
+    k = 1 is pi95. What a user who re-runs the config on k seeds should see (clipped to value_range).
+    """
+    if stats.get("sd") is None:
+        return None
+    n = stats["n"]
+    half = t_quantile(n - 1) * stats["sd"] * math.sqrt(1 / k + 1 / n)
+    low, high = stats["mean"] - half, stats["mean"] + half
+    if value_range is not None:
+        low, high = max(low, value_range[0]), min(high, value_range[1])
+    return [low, high]
+
+
 # The name kept for older callers: the same figures.
 t_interval = describe
 
