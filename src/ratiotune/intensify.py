@@ -61,12 +61,16 @@ from ratiotune.stats import describe, lower_bound_95, sign_test_p, wilson
 
 
 class RaceSettings(Protocol):
-    """What the policy reads of a RaceSpec (study.py); any object with these attributes will do."""
+    """What the policy and the plan read of a RaceSpec (study.py, where each field is described);
+    any object with these attributes will do (the simulator may pass a RaceSpec or its own)."""
 
-    min_seeds: int
-    max_seeds: int
-    cut_level: float
-    max_collapse_share: float
+    top_k: int  # challengers
+    min_seeds: int  # paired seeds before any cut (>= 2)
+    max_seeds: int  # most seeds per contender in the selection
+    cut_level: float  # level of the one-sided paired sign test
+    confirm_seeds: int  # paired seeds of the confirmation
+    max_collapse_share: float  # the gate's bound on the winner's collapse share (passed to gate())
+    max_share: float  # the race's share of the study's trial-epochs
 
 
 @dataclass
@@ -278,7 +282,7 @@ class PlanError(ValueError):
 
 
 def plan(
-    settings: Any,
+    settings: RaceSettings,
     *,
     search_epochs: int,
     run_epochs: int,
