@@ -252,8 +252,9 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     # When the race kept the baseline, the best challenger left runs beside it, so both are shown.
     has_baseline = baseline_values is not None
     if has_baseline and winner_name == BASELINE:
-        other = next((n for n in policy.survivors() if n != BASELINE), None) or next(
-            (n for n in names if n != BASELINE), None)
+        sign = 1 if mode == "max" else -1
+        raced = [row for row in policy.summary()["final"] if row["contender"] != BASELINE]
+        other = max(raced, key=lambda row: sign * row["mean"])["contender"] if raced else None
         confirm = [names.index(other), 0] if other else [0]
     else:
         confirm = [winner] + ([0] if has_baseline else [])
