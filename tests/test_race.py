@@ -150,3 +150,67 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
     assert [c.name for c in challengers] == ["trial_a"]  # the best challenger; the baseline is the incumbent
     assert "the search spent 5" in fitted.fitted
     assert fitted.share == pytest.approx(fitted.runs * 2 / (fitted.runs * 2 + 5))
+
+
+# --------------------------------------------------------------------------- race() with a fake trainer
+
+
+def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object]) -> tuple[dict, list[list[dict]]]:
+    """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value."""
+    import ratiotune.race as race_module
+    from ratiotune.results import Experiment
+    from ratiotune.study import TEST_KEY
+
+    tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95}
+    study = validate_study(tiny_study)
+    lrs = {"baseline": 1e-3, "trial_good": 3e-3, "trial_mid": 5e-3, "trial_bad": 8e-3}
+    search = [TrialResult(name, tmp_path, {"learning_rate": lr},
+                          [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in ((1, 0.1), (2, score))],
+                          ray_status="TERMINATED")
+              for (name, lr), score in zip(lrs.items(), (0.1, 0.6, 0.5, 0.4))]
+    asked: list[list[dict]] = []
+
+    def fake_round(study, folder, runs, field):
+        folder.mkdir(parents=True, exist_ok=True)
+        asked.append(runs)
+        trials = []
+        for run in runs:
+            name, seed = field[run[CONTENDER_KEY]].name, run[SEED_KEY]
+            value = table[name](seed)
+            rows = [{"epoch": 1, "eval/in_range_fraction": 0.0}, {"epoch": 2, "eval/in_range_fraction": value}]
+            if value is None:
+                rows[-1] = {"epoch": 2, "eval/in_range_fraction": float("nan"), "infeasible": 1, "infeasible_reason": "nan"}
+            elif run[TEST_KEY]:
+                rows[-1].update({"test/in_range_fraction": value, "test/mean_reward": value})
+            trials.append(TrialResult(f"c{run[CONTENDER_KEY]}_seed{seed}", folder, dict(run), rows, ray_status="TERMINATED"))
+        return Experiment(folder, study, trials)
+
+    monkeypatch.setattr(race_module, "run_round", fake_round)
+    summary = race_module.race(Experiment(tmp_path, study, search), log=lambda line: None)
+    return summary, asked
+
+
+def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner(tiny_study, tmp_path, monkeypatch):
+    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.5 + 0.01 * (s % 3),
+             "trial_mid": lambda s: 0.3, "trial_bad": lambda s: 0.0}
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    first = asked[0]
+    # Round 0: every contender, the baseline included, on the same two fresh seeds.
+    assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in first) == [(i, s) for i in range(4) for s in (1, 2)]
+    assert summary["selection"]["rounds"][0]["cut"] == ["baseline", "trial_mid", "trial_bad"]
+    confirm = asked[-1]
+    assert {r[SEED_KEY] for r in confirm} == {9, 10, 11, 12} and {r[CONTENDER_KEY] for r in confirm} == {0, 1}
+    assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
+    assert summary["winner"]["search_trial"] == "trial_good"
+
+
+def test_race_that_keeps_the_baseline_confirms_the_best_challenger_beside_it(tiny_study, tmp_path, monkeypatch):
+    table = {"baseline": lambda s: 0.4, "trial_good": lambda s: 0.3, "trial_mid": lambda s: 0.1,
+             "trial_bad": lambda s: None}  # diverges on every seed: scored 0, counted
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    assert summary["race_kept_baseline"] and summary["selection"]["winner"] == "baseline"
+    bad = next(r for r in summary["selection"]["final"] if r["contender"] == "trial_bad")
+    assert bad["values"] == [0.0, 0.0] and bad["diverged"] == [1, 2]
+    assert summary["winner"]["search_trial"] == "trial_good"  # the best challenger by race mean, shown beside it
+    assert not summary["gate"]["recommend"] and summary["recommended"]["which"] == "baseline"
+    assert verdict(summary).startswith("not confirmed: the baseline stands")
