@@ -335,7 +335,9 @@ class RaceSpec(Strict):
     that bench/simulate.py can choose the defaults on many simulated studies.
     """
 
-    enabled: bool = Field(True, description="Re-run the search's top configs on fresh seeds before naming a winner.")
+    enabled: bool = Field(
+        True, description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, before recommending a config."
+    )
     top_k: int = Field(
         4, ge=1,
         description="Challengers (the search's best configs by search/objective) that race the baseline; "
@@ -388,7 +390,9 @@ class Study(Strict):
     task: TaskSpec = Field(TaskSpec(), description="The length-ratio task: the rewarded band and the prompt sets.")
     train: TrainSpec = Field(TrainSpec(), description="One trial's training: MAGRPO settings and the four searchable values.")
     search: SearchSpec = Field(SearchSpec(), description="What is searched, how trials are judged, sampled and stopped.")
-    race: RaceSpec = Field(RaceSpec(), description="The confirmation race on fresh seeds that names the winner.")
+    race: RaceSpec = Field(
+        RaceSpec(), description="After the search: the top configs race the baseline on paired fresh seeds; a gate confirms the winner or keeps the baseline."
+    )
     resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and GPUs per trial.")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="Which checkpoints are kept.")
 
