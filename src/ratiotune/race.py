@@ -471,17 +471,17 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "Race winner: " + ("the baseline (no challenger beat it)" if summary.get("race_kept_baseline")
                            else f"{config_text(w['config'])} (search trial {w['search_trial']})") + ".",
         "",
-        *[f"- {line}" for line in headline(summary)],
+        *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in headline(summary)[1:]],
         "",
         f"Gate: {summary['gate']['rule']}.",
         "",
         "## Selection (paired fresh seeds; cut = a paired sign test against the incumbent)",
         "",
         f"{selection['runs']} runs of a budget of {selection['budget']}; stopped: {selection['stop_reason']}.",
-        "",
-        "| round | config | search trial | status | seeds | mean | per seed | vs incumbent (wins/losses/ties, p) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    if selection["rounds"]:
+        lines += ["", "| round | config | search trial | status | seeds | mean | per seed | vs incumbent (wins/losses/ties, p) |",
+                  "|---|---|---|---|---|---|---|---|"]
     contenders_ = selection["contenders"]
     for entry in selection["rounds"]:
         for row in entry["standings"]:
@@ -495,7 +495,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
                 f"| {entry['round']} | {config_text(contenders_[name]['config'])} | {name} | {status} | "
                 f"{', '.join(map(str, row['seeds']))} | {mean} | {per_seed} | {test} |"
             )
-    lines += ["", "(* diverged or errored: scored as the worst value)"]
+    if selection["rounds"]:
+        lines += ["", "(* diverged or errored: scored as the worst value)"]
     agents = summary["recommended"]["agents"]
     if agents:
         lines += ["", f"## Agents ({summary['recommended']['which']}: its confirmation runs' final agents)", ""]
