@@ -326,7 +326,7 @@ def plan(
             f"race: {values} (set in the study) cannot fit: the smallest race they allow trains {total} runs "
             f"({total * run_epochs} trial-epochs), {total * run_epochs / (total * run_epochs + search_epochs):.0%} of the "
             f"study's, above race.max_share {share:g} (the search spends at most {search_epochs} trial-epochs); "
-            f"raise search.num_samples or train.epochs, or lower or unset {', '.join('race.' + f for f in set_here)}"
+            f"raise search.num_samples, or lower or unset {', '.join('race.' + f for f in set_here)}"
         )
     contenders = k + (1 if baseline else 0)
     budget = 0
