@@ -5,7 +5,10 @@
 
 Methods, all on builtin:tiny with studies/smoke.yaml's task, space and eval protocol:
   default      smoke.yaml as shipped: TPE + ASHA on the trailing-mean objective, then the
-               confirmation race (race.py). Its reported figure is the race's honest figure.
+               race and its gate (race.py). It ships the race's recommendation (the winner if
+               the gate confirmed it, else the baseline); its reported figure is that config's
+               confirmation mean. Each study's race/summary.json is kept beside the CSV
+               (OUT_race/seed<S>.json), so every reported figure can be traced.
   random       today's practice: Optuna RandomSampler + FIFO, the winner is the trial with the
                best single epoch (ExperimentAnalysis' scope="all"), reported at that epoch's value.
                It gets as many trial-epochs as the default spent on the same search seed
@@ -16,7 +19,8 @@ Methods, all on builtin:tiny with studies/smoke.yaml's task, space and eval prot
 What a user ships: each method's winner is trained again from scratch on R fresh seeds (never
 used by any search or race), and each run's final epoch is scored on the test prompts
 (builtin:test: never trained on, never selected on) with 4x the search's eval pairs. Its mean
-over seeds is the method's shipped value; reported minus shipped is the method's optimism.
+over seeds is the method's shipped value (a diverged or errored run scores 0, the worst value,
+and counts); reported minus shipped is the method's optimism.
 A search seed s sets train.seed = 100 s (trials use it; the race and retrains use s's own
 fresh seeds above it). The seed-config's shipped value does not depend on the search seed, so
 it is retrained once.
@@ -32,6 +36,7 @@ import copy
 import csv
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,15 +92,20 @@ def run_search(raw: dict, storage: Path) -> tuple[Path, float]:
     return experiment_dir, time.perf_counter() - start
 
 
-def run_default(seed: int, storage: Path, epochs: int | None) -> dict:
+def run_default(seed: int, storage: Path, epochs: int | None, keep: Path) -> dict:
+    """The default pipeline on one search seed; its race summary is copied to keep/seed<S>.json."""
     experiment_dir, search_s = run_search(method_study("default", seed, epochs), storage)
     start = time.perf_counter()
     summary = race.race(load_experiment(experiment_dir), log=lambda line: print(f"[bench] {line}", flush=True))
-    winner = summary["winner"]
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(race.race_dir(experiment_dir) / race.SUMMARY_FILE, keep / f"seed{seed}.json")
+    which = summary["recommended"]["which"] or "winner"  # no baseline: the unconfirmed winner is all there is
+    shipped = summary[which]
     return {
-        "config": winner["hyperparameters"],
-        "reported": winner["stats"]["mean"],
-        "selection": winner["search_score"],
+        "config": shipped["hyperparameters"],
+        "reported": shipped["stats"]["mean"],
+        "recommended": which,
+        "selection": summary["winner"]["search_score"],
         "trial_epochs": summary["compute"]["search_trial_epochs"] + summary["compute"]["race_trial_epochs"],
         "wall_s": search_s + time.perf_counter() - start,
     }
@@ -113,21 +123,24 @@ def run_random(seed: int, storage: Path, epochs: int | None, budget: int) -> dic
         "config": experiment.study.hyperparameters(best.config),
         "reported": best.best(metric, mode),
         "selection": best.best(metric, mode),
+        "recommended": "winner",
         "trial_epochs": sum(t.epochs for t in experiment.trials),
         "wall_s": wall,
     }
 
 
 def shipped_value(study: Study, config: dict, seeds: list[int], folder: Path) -> tuple[float, list[float | None]]:
-    """Mean final-epoch test figure of `config` trained from scratch on `seeds` (race.run_round)."""
+    """Mean final-epoch test figure of `config` trained from scratch on `seeds` (race.run_round);
+    a diverged or errored run scores the worst value and counts (per-seed None marks it)."""
     searched = {name: config[name] for name in study.search.space}
     pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
     runs = [{race.CONTENDER_KEY: 0, SEED_KEY: s, TEST_KEY: pairs} for s in seeds]
     experiment = race.run_round(study, folder, runs, [race.Contender("retrain", searched, None)])
-    confirmed = race.confirmed(study, experiment.trials, 0)
+    worst = race.worst_value(study, study.search.metric)
+    confirmed = race.confirmed(study, experiment.trials, 0, worst)
     values = [s["value"] for s in confirmed["per_seed"]]
-    finite = [v for v in values if v is not None]
-    return (statistics.fmean(finite) if finite else float("nan")), values
+    mean = confirmed["stats"]["mean"]  # over every seed, diverged ones scored `worst`
+    return (float("nan") if mean is None else mean), values
 
 
 def main() -> None:
@@ -155,12 +168,12 @@ def main() -> None:
         for seed in range(args.seeds):
             study = validate_study(smoke_study(seed, epochs))
             fresh = [seed * SEED_STRIDE + RETRAIN_OFFSET + i for i in range(retrain_seeds)]
-            default = run_default(seed, storage, epochs)
+            default = run_default(seed, storage, epochs, keep=out.parent / f"{out.name}_race")
             random = run_random(seed, storage, epochs, budget=default["trial_epochs"])
             methods = {"default": default, "random": random}
             if seed == 0:
                 methods["seed-config"] = {"config": study.baseline(), "reported": None, "selection": None,
-                                          "trial_epochs": 0, "wall_s": 0.0}
+                                          "recommended": None, "trial_epochs": 0, "wall_s": 0.0}
             for method, result in methods.items():
                 value, per_seed = shipped_value(study, result["config"], fresh, storage / f"retrain-{method}-{seed}")
                 reported = result["reported"]
@@ -169,6 +182,7 @@ def main() -> None:
                     "shipped_per_seed": per_seed,
                     "reported": reported,
                     "optimism": None if reported is None else reported - value,
+                    "recommended": result["recommended"],
                     "trial_epochs": result["trial_epochs"], "wall_s": round(result["wall_s"]),
                     "config": {k: result["config"][k] for k in study.search.space},
                 })

@@ -35,6 +35,14 @@ def test_method_studies_validate_and_differ_from_smoke_only_where_the_method_say
 
 
 def test_retrain_seeds_are_fresh_for_every_search_and_race(bench):
-    smoke = validate_study(bench.smoke_study(0, None))
-    race_seeds = smoke.race.runs(smoke.race.top_k, baseline=True)  # at most one new seed per run
-    assert race_seeds < bench.RETRAIN_OFFSET < bench.SEED_STRIDE
+    """The seeds themselves, not a count of runs: every seed the search and the race of search seed
+    s can use lies below the bench's retrain seeds for s, and those below search seed s + 1's."""
+    from ratiotune.race import fresh_seeds
+
+    for s in range(4):
+        smoke = validate_study(bench.smoke_study(s, None))
+        race_seeds = fresh_seeds(smoke, 0, smoke.race.max_seeds + smoke.race.confirm_seeds)  # selection, then confirmation
+        used = {smoke.train.seed, *race_seeds}
+        retrain = [s * bench.SEED_STRIDE + bench.RETRAIN_OFFSET + i for i in range(6)]
+        assert max(used) < min(retrain) and max(retrain) < (s + 1) * bench.SEED_STRIDE
+        assert not used & set(retrain)

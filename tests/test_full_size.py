@@ -33,10 +33,11 @@ PROMPT = "Tell a joke about dinosaurs:"
 
 def study_dict(model: str, dtype: str, workdir: Path) -> dict:
     (workdir / "prompts.txt").write_text(PROMPT + "\n")
+    (workdir / "eval.txt").write_text("Tell a joke about penguins:\n")  # disjoint from train: study.check_prompt_overlap
     return {
         "name": "full-size",
         "model": {"name": model, "dtype": dtype},
-        "task": {"train_prompts": str(workdir / "prompts.txt"), "eval_prompts": str(workdir / "prompts.txt"),
+        "task": {"train_prompts": str(workdir / "prompts.txt"), "eval_prompts": str(workdir / "eval.txt"),
                  "eval_samples_per_prompt": 2},
         "train": {"epochs": 1, "seed": 0, "learning_rate": 1e-6, "num_generations": 2, "max_new_tokens": 8},
         "resources": {"cpu": 2, "gpu": 0},

@@ -1,16 +1,19 @@
-"""The confirmation race's rules, on hand-made trial results (no Ray): the plan, the ranking,
-the honest figure. tests/test_search.py runs a real race after a real search."""
+"""The race's wiring, on hand-made trial results with known per-seed values (no Ray): the plan
+checked before a search, the honest figure, and the gate as the summary applies it.
+intensify.py's rules are tested in tests/test_intensify.py; tests/test_search.py runs a real
+race after a real search."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from ratiotune.race import CONTENDER_KEY, confirmed, honest_metric, rank_contenders
+from ratiotune.intensify import Intensifier, plan
+from ratiotune.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
 from ratiotune.results import TrialResult
-from ratiotune.study import RaceSpec, StudyError, validate_study
-from ratiotune.study import SEED_KEY
+from ratiotune.study import SEED_KEY, StudyError, check_race_budget, validate_study
 
 
 def run(contender: int, seed: int, values: list[float], test: dict | None = None, infeasible: bool = False) -> TrialResult:
@@ -23,22 +26,22 @@ def run(contender: int, seed: int, values: list[float], test: dict | None = None
     return TrialResult(f"c{contender}_seed{seed}", Path("."), {CONTENDER_KEY: contender, SEED_KEY: seed}, rows)
 
 
-def test_successive_halving_doubles_the_seeds_of_the_better_half():
-    spec = RaceSpec(top_k=4, first_seeds=1)
-    assert spec.rounds(4) == [(4, 1), (2, 1)]  # then one left: 1 and 2 seeds per config
-    assert spec.rounds(8) == [(8, 1), (4, 1), (2, 2)]  # 1, 2, 4 seeds
-    assert RaceSpec(first_seeds=2).rounds(3) == [(3, 2), (2, 2)]
-    assert spec.rounds(1) == []  # a single config goes straight to confirmation
-    assert spec.runs(4, baseline=True) == 4 + 2 + 2 * 4
-    assert spec.runs(4, baseline=False) == 4 + 2 + 4
-
-
-def test_a_race_above_its_compute_share_is_refused_naming_the_fields(tiny_study):
+def test_race_numbers_set_in_the_study_that_cannot_fit_are_refused_before_the_search(tiny_study):
     tiny_study["race"] = {"enabled": True, "top_k": 2, "confirm_seeds": 8}
     with pytest.raises(StudyError) as caught:
-        validate_study(tiny_study)
+        check_race_budget(validate_study(tiny_study))
     message = str(caught.value)
-    assert "race.max_share" in message and "confirm_seeds 8" in message and "num_samples" in message
+    assert "race.top_k 2" in message and "race.confirm_seeds 8" in message and "search.num_samples" in message
+    assert "\n" not in message
+
+
+def test_a_race_left_at_its_defaults_is_fitted_not_refused(tiny_study):
+    # 2 trials x 2 epochs: far too small for the default race; it runs a smaller one and says so.
+    tiny_study["race"] = {"enabled": True}
+    study = validate_study(tiny_study)
+    check_race_budget(study)
+    fitted = study.race_plan()
+    assert fitted.fitted.startswith("race fitted to the budget") and fitted.confirm_seeds >= 2
 
 
 def test_a_baseline_outside_the_space_is_refused(tiny_study):
@@ -64,24 +67,7 @@ def test_pbt_and_unsearched_studies_run_no_race(tiny_study):
     assert "nothing is searched" in validate_study(tiny_study).race_skipped()
 
 
-def test_contenders_rank_by_mean_objective_and_a_diverged_seed_ranks_last(tiny_study):
-    tiny_study["search"]["objective_window"] = 2
-    study = validate_study(tiny_study)
-    runs = [
-        run(0, 1, [0.0, 0.5, 0.7]),  # objective 0.6
-        run(0, 2, [0.0, 0.2, 0.2]),  # 0.2 -> mean 0.4
-        run(1, 1, [0.0, 0.9, 0.9]),  # 0.9
-        run(1, 2, [0.5], infeasible=True),  # diverged: ranks behind every clean config
-        run(2, 1, [0.3, 0.3, 0.3]),
-        run(2, 2, [0.3, 0.3, 0.3]),  # 0.3
-    ]
-    ranking = rank_contenders(study, [0, 1, 2], runs)
-    assert [index for index, _, _ in ranking] == [0, 2, 1]
-    assert ranking[0][1] == pytest.approx(0.4) and ranking[0][2] == pytest.approx([0.6, 0.2])
-    assert ranking[2][2][1] is None
-
-
-def test_the_honest_figure_is_the_final_test_epoch_and_counts_collapses(tiny_study):
+def test_the_honest_figure_counts_a_diverged_run_as_the_worst_value_in_n(tiny_study):
     study = validate_study(tiny_study)
     assert honest_metric("eval/in_range_fraction") == "test/in_range_fraction"
     assert honest_metric("system/epoch_seconds") == "system/epoch_seconds"
@@ -89,13 +75,142 @@ def test_the_honest_figure_is_the_final_test_epoch_and_counts_collapses(tiny_stu
         run(0, 3, [0.1, 0.9], test={"test/in_range_fraction": 0.5, "test/mean_reward": 0.6}),
         run(0, 4, [0.0, 0.0], test={"test/in_range_fraction": 0.0, "test/mean_reward": 0.0}),  # collapsed
         run(0, 5, [0.3, 0.4], test={"test/in_range_fraction": 0.4, "test/mean_reward": 0.5}),
-        run(0, 6, [0.2], infeasible=True),  # diverged: no value, counted as collapsed
+        run(0, 6, [0.2], infeasible=True),  # diverged: scored 0, counted, and a collapse
         run(1, 3, [0.9, 0.9], test={"test/in_range_fraction": 0.9, "test/mean_reward": 0.9}),  # another config
     ]
-    result = confirmed(study, runs, 0)
+    result = confirmed(study, runs, 0, worst=0.0)
     assert [s["seed"] for s in result["per_seed"]] == [3, 4, 5, 6]
     assert [s["value"] for s in result["per_seed"]] == [0.5, 0.0, 0.4, None]
-    assert result["stats"]["mean"] == pytest.approx(0.3) and result["stats"]["n"] == 3
-    low, high = result["stats"]["ci95"]
-    assert low < 0.3 < high
-    assert result["collapsed_fraction"] == 0.5
+    stats = result["stats"]
+    assert stats["n"] == 4 and stats["mean"] == pytest.approx(0.225)  # not 0.3: no survivorship
+    sd = stats["sd"]
+    assert sd == pytest.approx(((0.275**2 + 0.225**2 + 0.175**2 + 0.225**2) / 3) ** 0.5)
+    assert stats["ci95"] == pytest.approx([0.225 - 3.182 * sd / 2, 0.225 + 3.182 * sd / 2])
+    # One new run: 0.225 ± 3.182·sd·sqrt(1.25) = [-0.56, 1.01], clipped to the share's range [0, 1]:
+    # with 4 seeds this bimodal, a user's re-run can land anywhere.
+    assert 0.225 + 3.182 * sd * 1.25**0.5 > 1 and stats["pi95"] == [0.0, 1.0]
+    assert result["collapse"] == {"collapsed": 2, "n": 4} and result["collapsed_fraction"] == 0.5
+
+
+def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float]) -> dict:
+    """summarize() on a finished selection (the challenger beat the baseline) and a hand-made confirmation."""
+    tiny_study["search"]["space"]["num_generations"] = {"type": "choice", "values": [2, 4]}
+    study = validate_study(tiny_study)
+    field = [Contender(BASELINE, {"learning_rate": 1e-3, "num_generations": 2}, None),
+             Contender("trial_a", {"learning_rate": 3e-3, "num_generations": 4}, 0.6)]
+    policy = Intensifier([BASELINE, "trial_a"], study.race, list(range(1, 9)), budget=4, worst=0.0)
+    for name, seed in policy.next_runs():
+        policy.record(name, seed, 0.5 if name == "trial_a" else 0.2)
+    assert policy.done and policy.winner == "trial_a"
+    seeds = [9, 10, 11, 12]
+    trials = [run(i, s, [0.3], test={"test/in_range_fraction": v, "test/mean_reward": v})
+              for i, values in ((1, winner_test), (0, baseline_test)) for s, v in zip(seeds, values)]
+    the_plan = plan(study.race, search_epochs=1000, run_epochs=2, available=1, baseline=True)
+    return summarize(study, field, 1, [1, 0], SimpleNamespace(trials=trials), policy, the_plan, 8, 0.0, seeds)
+
+
+def test_a_collapsed_race_winner_is_not_recommended_and_the_baseline_stands(tiny_study):
+    summary = race_summary(tiny_study, [0.9, 0.0, 0.0, 0.8], [0.2, 0.2, 0.2, 0.2])
+    assert not summary["gate"]["recommend"]
+    assert summary["recommended"]["which"] == "baseline"
+    assert summary["recommended"]["hyperparameters"]["learning_rate"] == 1e-3
+    assert verdict(summary).startswith("not confirmed: the baseline stands")
+    lines = headline(summary)
+    assert any(l.startswith("winner (lr 0.003, gens 4)") for l in lines)
+    assert any(l.startswith("baseline (lr 0.001, gens 2)") for l in lines)  # both configs' figures
+    assert any("collapsed 2 of 4 (50%" in l for l in lines)
+
+
+def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_study):
+    summary = race_summary(tiny_study, [0.45, 0.5, 0.4, 0.48], [0.2, 0.25, 0.15, 0.2])
+    assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
+    assert summary["margin"]["mean"] == pytest.approx(0.2575) and summary["gate"]["margin_lower95"] > 0
+    assert verdict(summary).startswith("confirmed: lr 0.003, gens 4")
+    assert summary["seeds"] == {"selection": [1, 2], "confirmation": [9, 10, 11, 12]}
+    assert [s["search_trial"] for s in summary["survivors"]] == ["trial_a"]
+    assert all("±" not in line for line in headline(summary))
+
+
+def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_study, tmp_path):
+    from ratiotune.race import plan_race
+    from ratiotune.results import Experiment
+
+    tiny_study["race"] = {"enabled": True}
+    tiny_study["search"]["num_samples"] = 3
+    study = validate_study(tiny_study)
+
+    def trial(name: str, lr: float, curve: list[float]) -> TrialResult:
+        rows = [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in enumerate(curve, start=1)]
+        return TrialResult(name, tmp_path, {"learning_rate": lr}, rows, ray_status="TERMINATED")
+
+    # ASHA stopped trial_b after 1 of 2 epochs: the search spent 5 trial-epochs, not 3 x 2.
+    experiment = Experiment(tmp_path, study, [trial("trial_base", 1e-3, [0.1, 0.2]), trial("trial_a", 3e-3, [0.3, 0.5]),
+                                              trial("trial_b", 5e-3, [0.05])])
+    fitted, challengers = plan_race(experiment)
+    assert [c.name for c in challengers] == ["trial_a"]  # the best challenger; the baseline is the incumbent
+    assert "the search spent 5" in fitted.fitted
+    assert fitted.share == pytest.approx(fitted.runs * 2 / (fitted.runs * 2 + 5))
+
+
+# --------------------------------------------------------------------------- race() with a fake trainer
+
+
+def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object]) -> tuple[dict, list[list[dict]]]:
+    """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value."""
+    import ratiotune.race as race_module
+    from ratiotune.results import Experiment
+    from ratiotune.study import TEST_KEY
+
+    tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95}
+    study = validate_study(tiny_study)
+    lrs = {"baseline": 1e-3, "trial_good": 3e-3, "trial_mid": 5e-3, "trial_bad": 8e-3}
+    search = [TrialResult(name, tmp_path, {"learning_rate": lr},
+                          [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in ((1, 0.1), (2, score))],
+                          ray_status="TERMINATED")
+              for (name, lr), score in zip(lrs.items(), (0.1, 0.6, 0.5, 0.4))]
+    asked: list[list[dict]] = []
+
+    def fake_round(study, folder, runs, field):
+        folder.mkdir(parents=True, exist_ok=True)
+        asked.append(runs)
+        trials = []
+        for run in runs:
+            name, seed = field[run[CONTENDER_KEY]].name, run[SEED_KEY]
+            value = table[name](seed)
+            rows = [{"epoch": 1, "eval/in_range_fraction": 0.0}, {"epoch": 2, "eval/in_range_fraction": value}]
+            if value is None:
+                rows[-1] = {"epoch": 2, "eval/in_range_fraction": float("nan"), "infeasible": 1, "infeasible_reason": "nan"}
+            elif run[TEST_KEY]:
+                rows[-1].update({"test/in_range_fraction": value, "test/mean_reward": value})
+            trials.append(TrialResult(f"c{run[CONTENDER_KEY]}_seed{seed}", folder, dict(run), rows, ray_status="TERMINATED"))
+        return Experiment(folder, study, trials)
+
+    monkeypatch.setattr(race_module, "run_round", fake_round)
+    summary = race_module.race(Experiment(tmp_path, study, search), log=lambda line: None)
+    return summary, asked
+
+
+def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner(tiny_study, tmp_path, monkeypatch):
+    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.5 + 0.01 * (s % 3),
+             "trial_mid": lambda s: 0.3, "trial_bad": lambda s: 0.0}
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    first = asked[0]
+    # Round 0: every contender, the baseline included, on the same two fresh seeds.
+    assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in first) == [(i, s) for i in range(4) for s in (1, 2)]
+    assert summary["selection"]["rounds"][0]["cut"] == ["baseline", "trial_mid", "trial_bad"]
+    confirm = asked[-1]
+    assert {r[SEED_KEY] for r in confirm} == {9, 10, 11, 12} and {r[CONTENDER_KEY] for r in confirm} == {0, 1}
+    assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
+    assert summary["winner"]["search_trial"] == "trial_good"
+
+
+def test_race_that_keeps_the_baseline_confirms_the_best_challenger_beside_it(tiny_study, tmp_path, monkeypatch):
+    table = {"baseline": lambda s: 0.4, "trial_good": lambda s: 0.3, "trial_mid": lambda s: 0.1,
+             "trial_bad": lambda s: None}  # diverges on every seed: scored 0, counted
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    assert summary["race_kept_baseline"] and summary["selection"]["winner"] == "baseline"
+    bad = next(r for r in summary["selection"]["final"] if r["contender"] == "trial_bad")
+    assert bad["values"] == [0.0, 0.0] and bad["diverged"] == [1, 2]
+    assert summary["winner"]["search_trial"] == "trial_good"  # the best challenger by race mean, shown beside it
+    assert not summary["gate"]["recommend"] and summary["recommended"]["which"] == "baseline"
+    assert verdict(summary).startswith("not confirmed: the baseline stands")

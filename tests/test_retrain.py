@@ -41,27 +41,36 @@ def retrained(experiment):
     output = experiment.parent / "retrain-top2"
     done = run_cli("retrain", str(experiment), "--top-k", "2", "--seeds", "2", "--epochs", "2", "--output", str(output))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Winner by mean eval/in_range_fraction" in done.stdout
+    assert "Winner: rank" in done.stdout
     return output
 
 
-def test_summary_has_two_configs_by_two_seeds_with_statistics(experiment, retrained):
+def test_two_configs_select_on_some_seeds_and_the_winner_reports_on_others(experiment, retrained):
     summary = json.loads((retrained / "summary.json").read_text())
     ranked = load_experiment(experiment).ranked()
+    # No race in this experiment: the candidates are the search's top two, and the summary says so.
+    assert summary["candidates_from"] == "search"
     assert [c["search_trial"] for c in summary["configs"]] == [t.name for t in ranked[:2]]
     assert summary["eval_protocol"]["samples_per_prompt"] == 4 * summary["eval_protocol"]["search_samples_per_prompt"]
+    assert summary["selection_seeds"] == [1, 2] and summary["report_seeds"] == [3, 4]
     for config in summary["configs"]:
-        assert [run["seed"] for run in config["runs"]] == summary["seeds"] == [1, 2]
-        assert all(run["error"] is None and run["epoch"] == 2 for run in config["runs"])
+        runs = config["selection"]["runs"]
+        assert [run["seed"] for run in runs] == [1, 2]
+        assert all(run["error"] is None and run["epoch"] == 2 for run in runs)
         for metric in ("eval/in_range_fraction", "eval/mean_reward", "test/in_range_fraction", "test/mean_reward"):
-            values = [run[metric] for run in config["runs"]]
-            assert config["stats"][metric] == t_interval(values)  # same floats, same order: exact
+            values = [run[metric] for run in runs]
+            assert config["selection"]["stats"][metric] == t_interval(values, (0.0, 1.0))  # same floats, same order: exact
         assert config["search"]["eval/in_range_fraction"] is not None
     winner = summary["winner"]
-    means = [c["stats"]["eval/in_range_fraction"]["mean"] for c in summary["configs"]]
+    means = [c["selection"]["stats"]["eval/in_range_fraction"]["mean"] for c in summary["configs"]]
     assert means[winner["rank"] - 1] == max(means)
+    # Only the winner trains on the report seeds; its figures come from those alone.
+    reported = [c for c in summary["configs"] if c["runs"]]
+    assert [c["rank"] for c in reported] == [winner["rank"]]
+    assert [r["seed"] for r in reported[0]["runs"]] == [3, 4] and winner["seed"] in (3, 4)
     table = (retrained / "summary.md").read_text()
     assert table.count("\n| ") == 3  # header + one row per config
+    assert "Selected on seeds 1, 2" in table and "reported on seeds 3, 4" in table and "±" not in table
 
 
 def test_final_agents_load_and_generate(retrained):
@@ -111,7 +120,7 @@ def test_errors_exit_2_without_traceback(experiment, tmp_path, capsys):
     cases = [
         (["retrain", str(tmp_path / "missing")], "no such experiment folder"),
         (["retrain", str(tmp_path)], "not a ratiotune experiment"),
-        (["retrain", str(experiment), "--top-k", "4"], "only 3 finished trial(s)"),
+        (["retrain", str(experiment), "--top-k", "4"], "has only 3 config(s)"),
     ]
     # An experiment whose trials never reported: copy the study file alone.
     empty = tmp_path / "empty"
@@ -133,9 +142,10 @@ def test_t_interval_matches_a_known_case():
     assert t_interval([0.5])["ci95"] is None
 
 
-def test_a_diverged_seed_is_left_out_and_a_retried_crash_counts(tiny_study, tmp_path):
-    """summarize on hand-made runs: a NaN row never reaches the statistics, and a run that Ray
-    restarted after a crash (error.txt) and that reached its epochs is a result like any other."""
+def test_a_diverged_seed_counts_as_the_worst_value_and_a_retried_crash_counts(tiny_study, tmp_path):
+    """summarize on hand-made runs: a diverged run's NaN never reaches the statistics, it scores 0
+    (the metric's worst) and counts in n; a run that Ray restarted after a crash (error.txt) and
+    that reached its epochs is a result like any other."""
     from ratiotune.results import Experiment, TrialResult
     from ratiotune.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
     from ratiotune.study import SEED_KEY
@@ -160,8 +170,9 @@ def test_a_diverged_seed_is_left_out_and_a_retried_crash_counts(tiny_study, tmp_
     summary = summarize(plan, runs)
     (config,) = summary["configs"]
     assert [r["error"] for r in config["runs"]] == [None, "non-finite loss", None]
-    assert config["stats"]["test/in_range_fraction"] == t_interval([0.4, 0.2])
-    assert config["stats"]["eval/in_range_fraction"]["mean"] == pytest.approx(0.6)
+    assert config["stats"]["test/in_range_fraction"] == t_interval([0.4, 0.0, 0.2], (0.0, 1.0))
+    assert config["stats"]["eval/in_range_fraction"]["mean"] == pytest.approx(0.4)  # (0.5 + 0 + 0.7) / 3
+    assert summary["winner"]["collapse"] == {"collapsed": 1, "n": 3}
     # The shipped seed is picked on eval (0.7 > 0.5), not on test (where seed 1 is better).
     assert summary["winner"]["seed"] == 3
 

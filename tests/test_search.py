@@ -15,7 +15,8 @@ METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
     """3 trials x 2 epochs, searched learning rate, --wandb in offline mode, then the race:
-    the top 2 on 1 fresh seed each, then the winner and the baseline on 2 more (6 runs)."""
+    the baseline and the top challenger on fresh seeds 1 and 2 (paired), then the winner (or,
+    if the baseline held, the challenger) and the baseline on seeds 3 and 4 (8 runs)."""
     from conftest import tiny_study_dict
     import yaml
 
@@ -23,7 +24,7 @@ def experiment(tmp_path_factory):
     study = tiny_study_dict(
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
-        race={"enabled": True, "top_k": 2, "first_seeds": 1, "confirm_seeds": 2},
+        race={"enabled": True, "top_k": 1, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8},
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     wandb_dir = root / "wandb"
@@ -83,25 +84,50 @@ def test_the_baseline_is_a_trial_of_the_search(experiment):
     assert {"learning_rate": 1e-3} in [{k: v for k, v in c.items() if k == "learning_rate"} for c in configs]
 
 
-def test_best_prints_the_race_winner_with_its_honest_figure(experiment):
+def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experiment):
     summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
     result = run_cli("best", str(experiment["dir"]))
     assert result.returncode == 0, result.stderr
-    named = re.search(r"# best trial: (\S+)", result.stdout).group(1)
-    assert named == summary["winner"]["search_trial"]
-    honest = summary["winner"]["stats"]["mean"]
-    assert re.search(rf"# test/in_range_fraction on fresh seeds: {honest:.3f} ", result.stdout), result.stdout
+    confirmed_ = summary["gate"]["recommend"]
+    verdict = "# confirmed: " if confirmed_ else "# not confirmed: the baseline stands ("
+    assert result.stdout.startswith(verdict), result.stdout
+    assert re.search(r"search trial (\S+)\)", result.stdout).group(1) == summary["winner"]["search_trial"]
+    for label, entry in (("winner" if not summary["race_kept_baseline"] else "best challenger", summary["winner"]),
+                         ("baseline", summary["baseline"])):
+        stats = entry["stats"]
+        assert f"# {label} (" in result.stdout
+        assert f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean" in result.stdout, result.stdout
+    assert "95% PI of one new run" in result.stdout and "Wilson interval" in result.stdout and "±" not in result.stdout
     assert "# selection figure (optimistic" in result.stdout
     fragment = yaml.safe_load("\n".join(l for l in result.stdout.splitlines() if not l.startswith("#")))
-    assert fragment["train"]["learning_rate"] == pytest.approx(summary["winner"]["hyperparameters"]["learning_rate"])
+    shipped = summary["winner"] if confirmed_ else summary["baseline"]
+    assert fragment["train"]["learning_rate"] == pytest.approx(shipped["hyperparameters"]["learning_rate"])
 
-    checkpoint = re.search(r"# checkpoint: (\S+)", result.stdout).group(1)
-    for agent in ("agent_0", "agent_1"):
-        model = AutoModelForCausalLM.from_pretrained(f"{checkpoint}/{agent}")
-        tokenizer = AutoTokenizer.from_pretrained(f"{checkpoint}/{agent}")
-        prompt = tokenizer(["Tell a joke about penguins:"], return_tensors="pt")
-        out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
-        assert out.shape[1] > prompt.input_ids.shape[1]
+    # The agents `best` names are the recommended config's confirmation runs: what the figure describes.
+    agents = re.findall(r"^#   (\S+)$", result.stdout, flags=re.MULTILINE)
+    assert agents and agents == summary["recommended"]["agents"]
+    confirm_dir = experiment["dir"] / "race" / "confirm"
+    for checkpoint in agents:
+        assert str(confirm_dir) in checkpoint
+        for agent in ("agent_0", "agent_1"):
+            model = AutoModelForCausalLM.from_pretrained(f"{checkpoint}/{agent}")
+            tokenizer = AutoTokenizer.from_pretrained(f"{checkpoint}/{agent}")
+            prompt = tokenizer(["Tell a joke about penguins:"], return_tensors="pt")
+            out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+            assert out.shape[1] > prompt.input_ids.shape[1]
+
+
+def test_the_gate_decides_on_the_printed_paired_values(experiment):
+    """The recommendation follows from the per-seed values in the summary, by the stated rule."""
+    from ratiotune.intensify import gate
+
+    summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
+    winner, baseline = summary["winner"]["per_seed"], summary["baseline"]["per_seed"]
+    assert [s["seed"] for s in winner] == [s["seed"] for s in baseline] == [3, 4]
+    again = gate([s["value"] for s in winner], [s["scored"] for s in baseline], collapsed=[s["collapsed"] for s in winner],
+                 worst=0.0, max_collapse_share=0.25, winner_is_baseline=summary["race_kept_baseline"])
+    assert again["recommend"] == summary["gate"]["recommend"]
+    assert summary["recommended"]["which"] == ("winner" if again["recommend"] else "baseline")
 
 
 def test_search_prints_the_best_trials_and_checkpoint(experiment):
@@ -116,22 +142,24 @@ def test_the_race_confirms_on_seeds_and_prompts_that_selected_nothing(experiment
     summary = json.loads((race / "summary.json").read_text())
     selection = load_experiment(race / "round-0")
     confirmation = load_experiment(race / "confirm")
-    assert len(selection.trials) == 2 and {t.config["seed"] for t in selection.trials} == {1}
-    assert sorted(t.name for t in selection.trials) == ["c0_seed1", "c1_seed1"]
-    assert len(confirmation.trials) in (2, 4)  # winner and baseline x 2 seeds (2 runs if the baseline won)
-    assert {t.config["seed"] for t in confirmation.trials} == {2, 3}  # never the search's 0 nor round 0's 1
+    # Paired: the baseline (c0) and the challenger (c1) on the same fresh seeds.
+    assert sorted(t.name for t in selection.trials) == ["c0_seed1", "c0_seed2", "c1_seed1", "c1_seed2"]
+    assert summary["seeds"] == {"selection": [1, 2], "confirmation": [3, 4]}
+    assert len(confirmation.trials) == 4  # the winner (or the challenger beside a baseline that held) and the baseline
+    assert {t.config["seed"] for t in confirmation.trials} == {3, 4}  # never the search's 0 nor the selection's
     for run in confirmation.trials:
         last = max(run.rows, key=lambda r: r["epoch"])
         assert last["epoch"] == 2 and 0.0 <= last["test/in_range_fraction"] <= 1.0
         assert all("test/in_range_fraction" not in r for r in run.rows if r["epoch"] < 2)
         assert run.config["test_samples_per_prompt"] == 4 * 2  # 4x the search's eval pairs
+        assert (run.latest_checkpoint() / "agent_0").is_dir()  # the final agents are kept
     per_seed = summary["winner"]["per_seed"]
-    assert [s["seed"] for s in per_seed] == [2, 3]
-    values = [s["value"] for s in per_seed]
-    assert summary["winner"]["stats"]["mean"] == pytest.approx(sum(values) / 2)
+    assert [s["seed"] for s in per_seed] == [3, 4]
+    assert summary["winner"]["stats"]["mean"] == pytest.approx(sum(s["scored"] for s in per_seed) / 2)
     assert summary["protocol"]["prompts"] == "builtin:test"
-    assert "margin" in summary and summary["baseline"]["config"] == {"learning_rate": 1e-3}
+    assert summary["margin"]["n"] == 2 and summary["baseline"]["config"] == {"learning_rate": 1e-3}
     assert "on fresh seeds" in experiment["stdout"] and "optimistic" in experiment["stdout"]
+    assert "confirmed" in experiment["stdout"]
 
 
 def test_resume_finishes_a_race_that_was_cut_short(experiment, tmp_path):
@@ -149,10 +177,26 @@ def test_resume_finishes_a_race_that_was_cut_short(experiment, tmp_path):
     before = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
     after = json.loads((copy / "race" / "summary.json").read_text())
     assert after["winner"]["search_trial"] == before["winner"]["search_trial"]
-    assert [s["seed"] for s in after["winner"]["per_seed"]] == [2, 3]
+    assert [s["seed"] for s in after["winner"]["per_seed"]] == [3, 4]
+    assert after["gate"]["recommend"] == before["gate"]["recommend"]
     assert (copy / "race" / "round-0").stat().st_mtime_ns == round0  # read back, not re-run
     again = run_cli("resume", str(copy), timeout=120)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
+
+
+def test_retrain_starts_from_the_race_recommendation_on_seeds_the_race_never_used(experiment):
+    output = experiment["dir"].parent / "retrain"
+    done = run_cli("retrain", str(experiment["dir"]), "--seeds", "2", "--epochs", "1", "--output", str(output))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    race = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
+    summary = json.loads((output / "summary.json").read_text())
+    assert summary["candidates_from"] == "race"
+    (config,) = summary["configs"]
+    assert config["hyperparameters"] == race["recommended"]["hyperparameters"]
+    # The race used seeds 1-2 (selection) and 3-4 (confirmation): one candidate, nothing to select.
+    assert summary["selection_seeds"] == [] and summary["report_seeds"] == [5, 6]
+    assert "reported on seeds 5, 6" in done.stdout
+    assert (output / "final" / "agent_0").is_dir() and (output / "final" / "agent_1").is_dir()
 
 
 def test_wandb_offline_writes_one_run_per_trial_with_the_metric(experiment):

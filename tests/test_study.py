@@ -40,6 +40,20 @@ def test_the_tiny_study_is_valid(tiny_study):
     }
 
 
+def test_train_eval_and_test_prompts_must_be_disjoint(tiny_study, write_study):
+    study = with_change(tiny_study, "task.test_prompts", tiny_study["task"]["eval_prompts"])
+    with pytest.raises(StudyError) as caught:
+        load_study(write_study(study))
+    message = str(caught.value)
+    assert message.startswith("task.eval_prompts (") and "task.test_prompts (" in message and "\n" not in message
+    assert "'Describe a village on the back of a whale:'" in message
+    # builtin:tutorial is the first 10 prompts of builtin:train: the two cannot be train and eval.
+    with pytest.raises(StudyError, match=r"task.train_prompts \(builtin:tutorial\) and task.eval_prompts \(builtin:train\)"):
+        load_study(write_study({**tiny_study, "task": {"train_prompts": "builtin:tutorial", "eval_prompts": "builtin:train"}}))
+    # Readers of an experiment folder do not re-check: a folder stays readable.
+    assert load_study(write_study(study), require_prompts=False).task.test_prompts == tiny_study["task"]["eval_prompts"]
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "studies").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_studies_validate(path):
     study = load_study(path)
@@ -101,6 +115,10 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
         "typo.yaml": with_change(tiny_study, "search.space.learning_rate.low", -1.0),
         "gpu.yaml": with_change(tiny_study, "resources.gpu", 1),  # no GPU visible: CUDA_VISIBLE_DEVICES="" below
         "metric.yaml": with_change(tiny_study, "search.metric", "accuracy"),
+        # The eval prompts are also trained on: nothing held out.
+        "overlap.yaml": with_change(tiny_study, "task.eval_prompts", tiny_study["task"]["train_prompts"]),
+        # Race numbers set in the study that no search of 2 trials x 2 epochs can fit.
+        "race.yaml": with_change(tiny_study, "race", {"enabled": True, "top_k": 2, "confirm_seeds": 8}),
     }
     storage = tmp_path / "results"
     stderr = {}
@@ -114,6 +132,10 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
         assert not storage.exists() or not any(storage.iterdir())
         stderr[name] = result.stderr
     assert "resources.gpu" in stderr["gpu.yaml"] and "0 available" in stderr["gpu.yaml"]
+    overlap = stderr["overlap.yaml"].strip().splitlines()
+    assert len(overlap) == 1 and "task.train_prompts (" in overlap[0] and "task.eval_prompts (" in overlap[0]
+    assert "'Tell a joke about dinosaurs:'" in overlap[0]
+    assert "race.confirm_seeds 8" in stderr["race.yaml"] and len(stderr["race.yaml"].strip().splitlines()) == 1
     result = run_cli("search", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2 and "study file not found" in result.stderr
 

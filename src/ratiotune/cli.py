@@ -16,7 +16,7 @@ import yaml
 
 from ratiotune import provenance
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
-from ratiotune.study import Study, StudyError, check_launch, load_study, study_files
+from ratiotune.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
 from ratiotune.wandb_settings import WandbSettings
 
 EXIT_USAGE = 2
@@ -92,10 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
     add_set_flag(check)
     check.set_defaults(func=cmd_check)
-    retrain = commands.add_parser("retrain", help="re-run the top configs over fresh seeds, pick the winner, save its agents")
+    retrain = commands.add_parser("retrain", help="re-run the race's winner (or survivors) over fresh seeds, save its agents")
     retrain.add_argument("experiment", help="experiment folder made by `ratiotune search`")
-    retrain.add_argument("--top-k", type=int, default=1, help="configs to retrain, best first (default: 1)")
-    retrain.add_argument("--seeds", type=int, default=3, help="fresh seeds per config (default: 3)")
+    retrain.add_argument("--top-k", type=int, default=1,
+                         help="configs to retrain: the race's recommendation, then its survivors (default: 1)")
+    retrain.add_argument("--seeds", type=int, default=3, help="fresh report seeds for the winner (default: 3)")
+    retrain.add_argument("--select-seeds", type=int,
+                         help="fresh selection seeds per config when --top-k > 1, never reported on (default: --seeds)")
     retrain.add_argument("--epochs", type=int, help="epochs per run (default: the study's)")
     retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
     retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
@@ -165,6 +168,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
     overrides += [f"search.optuna_storage={args.optuna_storage}"] if args.optuna_storage else []
     study = check_launch(load_study(args.study, overrides))
+    check_race_budget(study)
     from ratiotune import memory, optuna_study, search, storage
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
@@ -229,7 +233,7 @@ def run_race(experiment: Experiment) -> int:
     if skipped is not None:
         print(f"race: none ({skipped}); the figures above are selection figures and optimistic")
         return 0
-    print(f"\nconfirmation race: the top {experiment.study.race.top_k} configs on fresh seeds", flush=True)
+    print("\nrace: the top configs against the baseline on paired fresh seeds, then the gate", flush=True)
     try:
         with resume.sigterm_as_sigint():
             summary = race.race(experiment)
@@ -239,7 +243,7 @@ def run_race(experiment: Experiment) -> int:
     except race.RaceError as exc:
         print(f"ratiotune: race: {exc}", file=sys.stderr)
         return 1
-    print(f"\nwinner: {race.config_text(summary['winner']['config'])} (search trial {summary['winner']['search_trial']})")
+    print()
     for line in race.headline(summary):
         print(f"  {line}")
     from ratiotune.optuna_study import record_race
@@ -249,7 +253,7 @@ def run_race(experiment: Experiment) -> int:
     except StudyError as exc:  # the race's result stands; only the dashboard misses it
         print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
     print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
-    print(f"winner's config as study values: ratiotune best {experiment.directory}")
+    print(f"the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
     return 0
 
 
@@ -413,12 +417,22 @@ def cmd_best(args: argparse.Namespace) -> int:
     summary = race.load_summary(experiment.directory)
     window = study.search.objective_window
     if summary is not None:
-        winner = summary["winner"]
-        print(f"# best trial: {winner['search_trial']} (the race's winner)")
-        for line in race.headline(summary):
+        recommended = summary["recommended"]
+        print(f"# {race.verdict(summary)}")
+        w = summary["winner"]
+        print(f"# race winner: {'the baseline' if summary.get('race_kept_baseline') else race.config_text(w['config'])}"
+              f" (figures below; best challenger: search trial {w['search_trial']})")
+        for line in race.headline(summary)[1:]:
             print(f"# {line}")
-        trial = next((t for t in experiment.trials if t.name == winner["search_trial"]), None)
-        values = winner["hyperparameters"]
+        if recommended["which"] is None:
+            print("# nothing recommended: the study has no baseline and its winner did not pass the gate")
+            values = summary["winner"]["hyperparameters"]
+        else:
+            values = recommended["hyperparameters"]
+            print(f"# recommended: the {recommended['which']}; its final agents (agent_0/, agent_1/), one per confirmation seed:")
+            for path in recommended["agents"]:
+                print(f"#   {path}")
+        trial = None
     else:
         trial = ranked[0]
         values = study.hyperparameters(trial.config)
@@ -461,6 +475,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from ratiotune.check import check_study, format_check
 
     study = check_launch(load_study(args.study, args.overrides))
+    check_race_budget(study)
     print(format_check(check_study(study), study, args.study))
     return 0
 
@@ -481,6 +496,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         eval_prompts=args.eval_prompts,
         overrides=args.overrides,
         from_checkpoint=args.from_checkpoint,
+        select_seeds=args.select_seeds,
     )
     start_ray(args.address)
     retrain.retrain(plan)

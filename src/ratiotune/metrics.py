@@ -61,6 +61,16 @@ METRICS: dict[str, Metric] = {
 }
 REPORTED_METRICS = tuple(METRICS)
 
+# Shares and the shared reward (exp(-distance), 1.0 in the band) lie in [0, 1]: the range a
+# diverged run's worst value and the prediction interval's clipping come from.
+BOUNDED_TASK_METRICS = ("mean_reward", "in_range_fraction", "flat_group_fraction")
+
+
+def value_range(metric: str) -> tuple[float, float] | None:
+    """The values a metric can take, when bounded (task shares and rewards: [0, 1]); else None."""
+    name = metric.split("/", 1)[-1]
+    return (0.0, 1.0) if metric in METRICS and name in BOUNDED_TASK_METRICS else None
+
 # What `search.metric` may name: measured every epoch, on the training rollouts or the eval prompts.
 SELECTABLE_METRICS = (
     *(name for name in METRICS if name.startswith(("train/", "eval/"))),

@@ -1,43 +1,53 @@
-"""The confirmation race: after the search, name a winner whose figure a user would reproduce.
+"""The race: after the search, name a winner the study stands behind, or say the baseline stands.
 
 A search ranks configs by one noisy run each (one seed, sampled rollouts, 48 eval pairs),
 so its best figure is the maximum of many noisy numbers: optimistic. Measured on the smoke
-task, the search's pick retrained over fresh seeds scored about half of what the search
-reported. The race removes both sources of that optimism:
+task, one config's final figure spans 0.06-0.67 over seeds, and about 1 run in 4 at high
+learning rates collapses to 0. The race runs in two steps; the rules live in intensify.py
+(pure: bench/simulate.py replays them on tables), this file runs them with Ray Tune:
 
-1. Selection on fresh seeds (successive halving, as in SMAC's intensifier and irace): the
-   search's top `race.top_k` configs each train on `race.first_seeds` seeds the search
-   never used; the better half by mean objective continue on as many *new* seeds again
-   (so seeds per config double: 1, 2, 4, ...), every survivor on the same seeds, until one
-   config is left.
-2. Confirmation on other fresh seeds and other prompts (Eimer et al. 2023: tune on some
-   seeds, report on others): the winner, and the study's baseline beside it on the same
-   seeds, train `race.confirm_seeds` more times; each run's final epoch is scored on the
-   test prompts (never trained on, never selected on) with `race.test_samples_factor` x the
-   search's eval pairs. That mean, with every per-seed value, its 95% interval and the share
-   of seeds that collapsed, is the honest figure. Nothing selected on these runs.
+1. Selection on fresh seeds, by intensification against the baseline (SMAC3's intensifier,
+   irace's F-race): the baseline is the incumbent from the start, the search's top configs
+   challenge it on the same seeds (paired), a contender worse than the incumbent by a paired
+   sign test is cut after >= race.min_seeds seeds, and the runs saved go to more seeds for the
+   rest, up to race.max_seeds, within race.max_share of the study's trial-epochs (the search
+   counted as it really ran: ASHA stops trials early). A race too big for a small study is
+   fitted (fewer contenders or seeds) and one line says so.
+2. Confirmation and the gate (Eimer et al. 2023: tune on some seeds, report on others): the
+   winner and the baseline train on race.confirm_seeds further paired seeds; each run's final
+   epoch is scored on the test prompts (never trained on, never selected on) with
+   race.test_samples_factor x the search's eval pairs. A diverged or errored run scores the
+   metric's worst value and counts in n. The winner is recommended only if the one-sided 95%
+   lower bound of its paired margin over the baseline is > 0 and its collapse share is at most
+   race.max_collapse_share; otherwise "not confirmed: the baseline stands". The confirmation
+   runs keep their final agents: those are what the figure describes, and what `best` names.
 
 Each round is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ...,
 confirm), readable by results.py like any experiment, so `resume` continues a race that was
-interrupted: finished rounds are read back, an interrupted one is restored.
+interrupted: the policy is deterministic given the values, so finished rounds are read back
+and replayed, an interrupted one is restored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ratiotune.intensify import Intensifier, RacePlan, gate
+from ratiotune.metrics import TASK_METRICS, value_range
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
-from ratiotune.stats import t_interval
-from ratiotune.metrics import TASK_METRICS
+from ratiotune.stats import describe, format_interval, format_share, predict_mean
 from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
 
 RACE_DIR = "race"
 SUMMARY_FILE = "summary.json"
 ROUND_FILE = "round.json"  # written when a round has ended: resume reads it instead of re-running
+# A re-run a user might make to check the figure: the prediction interval of its mean is printed.
+REPRODUCE_SEEDS = 12
 CONTENDER_KEY = "contender"  # which config a run belongs to (an index into the race's contenders)
 BASELINE = "baseline"
 
@@ -75,21 +85,24 @@ def load_summary(experiment_dir: Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- planning
 
 
-def contenders(experiment: Experiment) -> list[Contender]:
-    """The search's top_k configs by objective (trials that ran cleanly), best first; distinct configs only."""
+def contenders(experiment: Experiment, top_k: int | None = None) -> list[Contender]:
+    """The search's top_k challengers by objective (trials that ran cleanly), best first; distinct
+    configs only, the baseline's left out (it races as the incumbent)."""
     study = experiment.study
     metric, window = study.search.metric, study.search.objective_window
+    top_k = study.race.top_k if top_k is None else top_k
     picked: list[Contender] = []
-    seen: list[dict[str, Any]] = []
+    baseline = study.baseline()
+    seen: list[dict[str, Any]] = [searched_values(study, baseline)] if baseline is not None else []
     for trial in experiment.ranked():
         if trial.status(study.train.epochs) in (ERRORED, INFEASIBLE):
             continue
         config = searched_values(study, trial.config)
         if config in seen:
-            continue  # the baseline can also be drawn by the sampler; race it once
+            continue  # the baseline can also be drawn by the sampler: it races once, as the incumbent
         seen.append(config)
         picked.append(Contender(trial.name, config, trial.score(metric, window)))
-        if len(picked) == study.race.top_k:
+        if len(picked) == top_k:
             break
     return picked
 
@@ -163,28 +176,30 @@ def run_value(study: Study, run: TrialResult) -> float | None:
     return run.score(study.search.metric, study.search.objective_window)
 
 
-def rank_contenders(
-    study: Study, indices: list[int], runs: list[TrialResult]
-) -> list[tuple[int, float | None, list[float | None]]]:
-    """(contender, mean objective over its seeds, per-seed values), best first.
+def worst_value(study: Study, metric: str, runs: list[TrialResult] = ()) -> float:
+    """What a diverged or errored run scores: the metric's worst value (0 for shares and rewards);
+    for an unbounded metric, the worst any search trial reported."""
+    bounds = value_range(metric)
+    if bounds is not None:
+        return bounds[0] if study.search.mode == "max" else bounds[1]
+    seen = [row[metric] for run in runs for row in run.rows if _finite(row.get(metric))]
+    if not seen:
+        return 0.0
+    return min(seen) if study.search.mode == "max" else max(seen)
 
-    A contender that diverged or failed on any seed ranks behind every one that did not:
-    a config that sometimes does not train is not one to ship.
+
+def plan_race(experiment: Experiment, explicit: frozenset[str] = frozenset()) -> tuple[RacePlan, list[Contender]]:
+    """The race fitted to what the search really spent, and its challengers.
+
+    After the search nothing is refused (the search's compute would be wasted): numbers set in
+    the study were checked at load against the search's most (num_samples x epochs); if ASHA
+    spent less, the race is fitted all the same and its line says so.
     """
-    table = []
-    for index in indices:
-        values = [run_value(study, r) for r in sorted(runs, key=lambda r: r.config[SEED_KEY]) if r.config[CONTENDER_KEY] == index]
-        finite = [v for v in values if v is not None]
-        mean = sum(finite) / len(finite) if finite else None
-        table.append((index, mean, values))
-    sign = 1 if study.search.mode == "max" else -1
-
-    def key(entry: tuple[int, float | None, list[float | None]]) -> tuple[int, float, int]:
-        index, mean, values = entry
-        failed = sum(v is None for v in values)
-        return (failed, -sign * mean if mean is not None else math.inf, index)
-
-    return sorted(table, key=key)
+    study = experiment.study
+    available = contenders(experiment, top_k=study.race.top_k)
+    spent = sum(t.epochs for t in experiment.trials)
+    plan = study.race_plan(search_epochs=spent, available=len(available), explicit=explicit)
+    return plan, available[: plan.challengers]
 
 
 def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
@@ -194,50 +209,61 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     done = load_summary(experiment.directory)
     if done is not None:
         return done
-    entrants = contenders(experiment)
-    if not entrants:
+    plan, challengers = plan_race(experiment)
+    if not challengers:
         raise RaceError(f"{experiment.directory}: no trial ran cleanly and reported {study.search.metric}; nothing to race")
+    if plan.fitted:
+        log(plan.fitted)
     baseline_values = study.baseline()
-    field = list(entrants)
+    field = list(challengers)
     if baseline_values is not None:
-        baseline_values = searched_values(study, baseline_values)
-    runs_per_round = []
-    alive = list(range(len(entrants)))
-    seeds_used = 0
-    rounds = study.race.rounds(len(entrants))
+        field.insert(0, Contender(BASELINE, searched_values(study, baseline_values), None))
+    metric, mode = study.search.metric, study.search.mode
+    worst = worst_value(study, metric, experiment.trials)
+    selection_seeds = fresh_seeds(study, 0, study.race.max_seeds)
+    names = [c.name for c in field]
     all_runs: list[TrialResult] = []
-    for number, (configs, new_seeds) in enumerate(rounds):
-        seeds = fresh_seeds(study, seeds_used, new_seeds)
-        seeds_used += new_seeds
-        planned = [{CONTENDER_KEY: i, SEED_KEY: s, TEST_KEY: 0} for i in alive for s in seeds]
-        log(f"race round {number}: {len(alive)} configs x {new_seeds} new seed(s) {seeds} = {len(planned)} runs")
+
+    # 1. Selection: the policy asks for batches; each batch is one Ray Tune run.
+    if plan.select:
+        policy = Intensifier(names, study.race, selection_seeds, budget=plan.budget, worst=worst, mode=mode)
+    else:  # no room for a selection: the search's top config goes straight to the confirmation
+        policy = Intensifier([challengers[0].name], study.race, selection_seeds, budget=0, worst=worst, mode=mode)
+    number = 0
+    while True:
+        batch = policy.next_runs()
+        if not batch:
+            break
+        planned = [{CONTENDER_KEY: names.index(name), SEED_KEY: seed, TEST_KEY: 0} for name, seed in batch]
+        log(f"race round {number}: {len(policy.alive())} configs x seeds {sorted({s for _, s in batch})} = {len(planned)} runs")
         result = run_round(study, folder / f"round-{number}", planned, field)
         all_runs.extend(result.trials)
-        ranking = rank_contenders(study, alive, all_runs)
-        runs_per_round.append(
-            [
-                {"contender": i, "config": field[i].config, "search_trial": field[i].name, "mean_objective": mean,
-                 "seeds": sorted({r.config[SEED_KEY] for r in all_runs if r.config[CONTENDER_KEY] == i}), "values": values}
-                for i, mean, values in ranking
-            ]
-        )
-        alive = [i for i, _, _ in ranking[: (len(alive) + 1) // 2]]
-    winner = alive[0]
+        by_key = {(r.config[CONTENDER_KEY], r.config[SEED_KEY]): r for r in result.trials}
+        for name, seed in batch:
+            run = by_key.get((names.index(name), seed))
+            policy.record(name, seed, None if run is None else run_value(study, run))
+        last = policy.trace[-1]
+        log(f"race round {number}: incumbent {last['incumbent']}" + (f"; cut {', '.join(last['cut'])}" if last["cut"] else ""))
+        number += 1
+    winner_name = policy.winner
+    winner = names.index(winner_name)
 
-    # Confirmation: the winner and the baseline on the same further fresh seeds, test prompts.
-    confirm = [winner]
-    if baseline_values is not None:
-        if baseline_values == field[winner].config:
-            pass  # the winner is the baseline: one set of runs measures both
-        else:
-            field.append(Contender(BASELINE, baseline_values, None))
-            confirm.append(len(field) - 1)
-    seeds = fresh_seeds(study, seeds_used, study.race.confirm_seeds)
+    # 2. Confirmation: the winner and the baseline on further paired fresh seeds, test prompts.
+    # When the race kept the baseline, the best challenger left runs beside it, so both are shown.
+    has_baseline = baseline_values is not None
+    if has_baseline and winner_name == BASELINE:
+        sign = 1 if mode == "max" else -1
+        raced = [row for row in policy.summary()["final"] if row["contender"] != BASELINE]
+        other = max(raced, key=lambda row: sign * row["mean"])["contender"] if raced else None
+        confirm = [names.index(other), 0] if other else [0]
+    else:
+        confirm = [winner] + ([0] if has_baseline else [])
+    seeds = fresh_seeds(study, study.race.max_seeds, plan.confirm_seeds)
     test_pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
     planned = [{CONTENDER_KEY: i, SEED_KEY: s, TEST_KEY: test_pairs} for i in confirm for s in seeds]
     log(f"race confirmation: {len(confirm)} config(s) x {len(seeds)} fresh seeds {seeds}, test prompts, {test_pairs} pairs each")
     confirmation = run_round(study, folder / "confirm", planned, field)
-    summary = summarize(study, field, winner, confirm, confirmation, runs_per_round, test_pairs, baseline_values)
+    summary = summarize(study, field, winner, confirm, confirmation, policy, plan, test_pairs, worst, seeds)
     summary["compute"] = compute(experiment, [*all_runs, *confirmation.trials])
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     (folder / "summary.md").write_text(summary_markdown(summary))
@@ -255,40 +281,54 @@ class RaceInterrupted(Exception):
 # --------------------------------------------------------------------------- summary
 
 
-def confirmed(study: Study, runs: list[TrialResult], index: int) -> dict[str, Any]:
-    """One config's confirmation: per-seed final-epoch test figures, their interval, collapses."""
+def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -> dict[str, Any]:
+    """One config's confirmation: per-seed final-epoch test figures, their statistics, collapses, agents.
+
+    A diverged or errored run has value None, is scored `worst` in the statistics and counts in n.
+    """
     metric = honest_metric(study.search.metric)
     per_seed = []
     for run in sorted((r for r in runs if r.config[CONTENDER_KEY] == index), key=lambda r: r.config[SEED_KEY]):
         last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
         value = last.get(metric)
-        diverged = run.infeasible_reason is not None or not _finite(value)
+        failed = run.status(study.train.epochs) in (ERRORED, INFEASIBLE)
+        diverged = failed or run.infeasible_reason is not None or not _finite(value)
+        checkpoint = run.latest_checkpoint()
         per_seed.append(
             {
                 "seed": run.config[SEED_KEY],
                 "run": run.name,
                 "epoch": last.get("epoch"),
                 "value": None if diverged else float(value),
+                "scored": worst if diverged else float(value),
                 # Collapsed: every test reward is 0 (agent 1 answers empty); the group baseline
                 # then has no signal and the run never recovers. A diverged run counts too.
                 "collapsed": diverged or last.get("test/mean_reward") == 0,
                 "diverged": diverged,
+                # The final agents this figure describes (agent_0/, agent_1/ inside).
+                "agents": str(checkpoint) if checkpoint is not None and not diverged else None,
             }
         )
-    values = [s["value"] for s in per_seed if s["value"] is not None]
+    collapsed = sum(s["collapsed"] for s in per_seed)
     return {
         "per_seed": per_seed,
-        "stats": t_interval(values),
-        "collapsed_fraction": sum(s["collapsed"] for s in per_seed) / len(per_seed) if per_seed else None,
+        "stats": describe([s["scored"] for s in per_seed], value_range(metric)),
+        "collapse": {"collapsed": collapsed, "n": len(per_seed)},
+        "collapsed_fraction": collapsed / len(per_seed) if per_seed else None,
     }
 
 
 def summarize(
     study: Study, field: list[Contender], winner: int, confirm: list[int], confirmation: Experiment,
-    rounds: list[list[dict[str, Any]]], test_pairs: int, baseline_values: dict[str, Any] | None,
+    policy: Intensifier, plan: RacePlan, test_pairs: int, worst: float, confirm_seeds: list[int],
 ) -> dict[str, Any]:
+    """race/summary.json: the plan, every selection round, the confirmation, the gate, the recommendation."""
     metric = honest_metric(study.search.metric)
-    result = confirmed(study, confirmation.trials, winner)
+    kept_baseline = field[winner].name == BASELINE
+    shown = confirm[0]  # the winner, or (the race kept the baseline) the best challenger beside it
+    result = confirmed(study, confirmation.trials, shown, worst)
+    selection = policy.summary()
+    race_score = next((row["mean"] for row in selection["final"] if row["contender"] == field[shown].name), None)
     summary: dict[str, Any] = {
         "metric": study.search.metric,
         "honest_metric": metric,
@@ -299,29 +339,56 @@ def summarize(
             "search_samples_per_prompt": study.task.eval_samples_per_prompt,
             "epoch": study.train.epochs,
         },
+        "plan": dataclasses.asdict(plan),
+        "seeds": {"selection": sorted({s for row in selection["final"] for s in row["seeds"]}), "confirmation": confirm_seeds},
+        "selection": {**selection, "contenders": {c.name: {"config": c.config, "search_score": c.search_score} for c in field}},
+        "race_kept_baseline": kept_baseline,
         "winner": {
-            "search_trial": field[winner].name,
-            "config": field[winner].config,
-            "hyperparameters": study.hyperparameters(field[winner].config),
+            "search_trial": field[shown].name,
+            "config": field[shown].config,
+            "hyperparameters": study.hyperparameters(field[shown].config),
             # Optimistic: the figures the config was selected on.
-            "search_score": field[winner].search_score,
-            "race_score": rounds[-1][0]["mean_objective"] if rounds else None,
+            "search_score": field[shown].search_score,
+            "race_score": race_score,
             **result,
         },
-        "rounds": rounds,
+        # The challengers never cut, best first: `retrain`'s candidates.
+        "survivors": [
+            {"search_trial": name, "config": next(c.config for c in field if c.name == name)}
+            for name in selection["survivors"] if name != BASELINE
+        ] or [{"search_trial": field[shown].name, "config": field[shown].config}],
     }
-    if baseline_values is not None:
-        index = confirm[1] if len(confirm) > 1 else winner
-        base = confirmed(study, confirmation.trials, index)
-        summary["baseline"] = {"config": baseline_values, **base}
-        # Paired by seed: both trained on the same fresh seeds, so seed luck cancels in the difference.
-        by_seed = {s["seed"]: s["value"] for s in base["per_seed"]}
-        differences = [
-            s["value"] - by_seed[s["seed"]]
-            for s in result["per_seed"]
-            if s["value"] is not None and by_seed.get(s["seed"]) is not None
-        ]
-        summary["margin"] = t_interval(differences)
+    baseline_index = next((i for i in confirm if field[i].name == BASELINE), None)
+    base = None
+    if baseline_index is not None:
+        base = confirmed(study, confirmation.trials, baseline_index, worst)
+        summary["baseline"] = {"config": field[baseline_index].config,
+                               "hyperparameters": study.hyperparameters(field[baseline_index].config), **base}
+    by_seed = {s["seed"]: s["scored"] for s in base["per_seed"]} if base else {}
+    paired = [s for s in result["per_seed"] if s["seed"] in by_seed]
+    decision = gate(
+        [s["value"] for s in paired] if base else [s["value"] for s in result["per_seed"]],
+        [by_seed[s["seed"]] for s in paired] if base else None,
+        collapsed=[s["collapsed"] for s in result["per_seed"]],
+        worst=worst,
+        max_collapse_share=study.race.max_collapse_share,
+        mode=study.search.mode,
+        winner_is_baseline=kept_baseline,
+    )
+    summary["gate"] = decision
+    summary["margin"] = decision["margin"]
+    if decision["recommend"]:
+        which, entry = "winner", summary["winner"]
+    elif base is not None:
+        which, entry = "baseline", summary["baseline"]
+    else:
+        which, entry = None, None
+    summary["recommended"] = {
+        "which": which,
+        "config": entry["config"] if entry else None,
+        "hyperparameters": entry["hyperparameters"] if entry else None,
+        "agents": [s["agents"] for s in entry["per_seed"] if s["agents"]] if entry else [],
+    }
     return summary
 
 
@@ -341,52 +408,99 @@ def config_text(config: dict[str, Any]) -> str:
     return ", ".join(f"{names.get(k, k)} {v:.3g}" if isinstance(v, float) else f"{names.get(k, k)} {v}" for k, v in config.items())
 
 
-def headline(summary: dict[str, Any]) -> list[str]:
-    """The lines every command prints for a winner: the honest figure first, the optimistic one labelled."""
-    from ratiotune.stats import format_interval
+def verdict(summary: dict[str, Any]) -> str:
+    """One line: what the study recommends, and why."""
+    g = summary["gate"]
+    if g["recommend"]:
+        return f"confirmed: {config_text(summary['winner']['config'])} ({g['reason']})"
+    if summary["recommended"]["which"] == "baseline":
+        return f"not confirmed: the baseline stands ({g['reason']})"
+    return f"not confirmed: {g['reason']} (the study has no baseline to fall back on)"
 
+
+def headline(summary: dict[str, Any]) -> list[str]:
+    """The lines every command prints: the verdict, then each config's figures named for what they are."""
     w = summary["winner"]
     protocol = summary["protocol"]
-    values = ", ".join("diverged" if s["value"] is None else f"{s['value']:.3f}" for s in w["per_seed"])
-    lines = [
-        f"{summary['honest_metric']} on fresh seeds: {format_interval(w['stats'])} "
-        f"(final epoch {protocol['epoch']}, {protocol['prompts']}, {protocol['samples_per_prompt']} pairs/prompt)",
-        f"per seed: {values}; collapsed: {w['collapsed_fraction']:.0%} of seeds",
-    ]
+    metric = summary["honest_metric"]
+    where = (f"final epoch {protocol['epoch']}, {protocol['prompts']}, {protocol['samples_per_prompt']} pairs/prompt, "
+             f"seeds {', '.join(map(str, summary['seeds']['confirmation']))}")
+    lines = [verdict(summary), f"{metric} on fresh seeds ({where}); diverged runs score the worst value and count in n:"]
+
+    def config_lines(label: str, entry: dict[str, Any]) -> list[str]:
+        values = ", ".join("diverged" if s["value"] is None else f"{s['value']:.3f}" for s in entry["per_seed"])
+        collapse = entry["collapse"]
+        return [
+            f"{label} ({config_text(entry['config'])}): {format_interval(entry['stats'])}",
+            f"  per seed: {values}; {format_share(collapse['collapsed'], collapse['n'])}",
+        ]
+
+    lines += config_lines("winner" if not summary.get("race_kept_baseline") else "best challenger", w)
     if "baseline" in summary:
-        b = summary["baseline"]
-        lines.append(f"baseline ({config_text(b['config'])}) on the same seeds: {format_interval(b['stats'])}")
-        lines.append(f"margin over the baseline (paired by seed): {format_interval(summary['margin'])}")
+        lines += config_lines("baseline", summary["baseline"])
+    recommended = summary.get("recommended", {}).get("which")
+    if recommended:
+        entry = summary[recommended]
+        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, value_range(metric))
+        if band is not None:
+            lines.append(f"re-run the {recommended} on {REPRODUCE_SEEDS} new seeds: 95% PI of their mean [{band[0]:.3f}, {band[1]:.3f}]")
+    if summary.get("margin"):
+        low = summary["gate"]["margin_lower95"]
+        lines.append(
+            f"margin over the baseline (paired by seed): {format_interval(summary['margin'])}; one-sided 95% lower bound "
+            + ("n/a" if low is None else f"{low:.3f}")
+        )
     if w["search_score"] is not None:
         lines.append(
             f"selection figure (optimistic: the value it was picked on): search {summary['metric']} objective "
-            f"{w['search_score']:.3f}" + (f", race {w['race_score']:.3f}" if w.get("race_score") is not None else "")
+            f"{w['search_score']:.3f}" + (f", race mean {w['race_score']:.3f}" if w.get("race_score") is not None else "")
         )
+    if summary["plan"].get("fitted"):
+        lines.append(summary["plan"]["fitted"])
     return lines
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
     w = summary["winner"]
+    selection = summary["selection"]
     lines = [
-        "# Confirmation race",
+        "# Race",
         "",
-        f"Winner: **{config_text(w['config'])}** (search trial {w['search_trial']}).",
+        f"**{verdict(summary)}**",
         "",
-        *[f"- {line}" for line in headline(summary)],
+        "Race winner: " + ("the baseline (no challenger beat it)" if summary.get("race_kept_baseline")
+                           else f"{config_text(w['config'])} (search trial {w['search_trial']})") + ".",
         "",
-        "## Rounds (selection on fresh seeds; mean objective over each config's seeds)",
+        *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in headline(summary)[1:]],
         "",
-        "| round | config | search trial | seeds | mean objective | per seed |",
-        "|---|---|---|---|---|---|",
+        f"Gate: {summary['gate']['rule']}.",
+        "",
+        "## Selection (paired fresh seeds; cut = a paired sign test against the incumbent)",
+        "",
+        f"{selection['runs']} runs of a budget of {selection['budget']}; stopped: {selection['stop_reason']}.",
     ]
-    for number, ranking in enumerate(summary["rounds"]):
-        for entry in ranking:
-            mean = "n/a" if entry["mean_objective"] is None else f"{entry['mean_objective']:.3f}"
-            per_seed = ", ".join("failed" if v is None else f"{v:.3f}" for v in entry["values"])
+    if selection["rounds"]:
+        lines += ["", "| round | config | search trial | status | seeds | mean | per seed | vs incumbent (wins/losses/ties, p) |",
+                  "|---|---|---|---|---|---|---|---|"]
+    contenders_ = selection["contenders"]
+    for entry in selection["rounds"]:
+        for row in entry["standings"]:
+            name = row["contender"]
+            mean = "n/a" if row["mean"] is None else f"{row['mean']:.3f}"
+            per_seed = ", ".join(f"{v:.3f}" + ("*" if s in row["diverged"] else "") for s, v in zip(row["seeds"], row["values"]))
+            status = "cut" if name in entry["cut"] else row["status"]
+            vs = row.get("vs_incumbent")
+            test = f"{vs['wins']}/{vs['losses']}/{vs['ties']}, p {vs['p_worse']:.3f}" if vs else ""
             lines.append(
-                f"| {number} | {config_text(entry['config'])} | {entry['search_trial']} | "
-                f"{', '.join(map(str, entry['seeds']))} | {mean} | {per_seed} |"
+                f"| {entry['round']} | {config_text(contenders_[name]['config'])} | {name} | {status} | "
+                f"{', '.join(map(str, row['seeds']))} | {mean} | {per_seed} | {test} |"
             )
+    if selection["rounds"]:
+        lines += ["", "(* diverged or errored: scored as the worst value)"]
+    agents = summary["recommended"]["agents"]
+    if agents:
+        lines += ["", f"## Agents ({summary['recommended']['which']}: its confirmation runs' final agents)", ""]
+        lines += [f"- `{path}`" for path in agents]
     c = summary.get("compute")
     if c:
         lines += ["", f"Compute: search {c['search_trial_epochs']} trial-epochs, race {c['race_trial_epochs']} "

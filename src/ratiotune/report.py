@@ -199,8 +199,8 @@ def find_warnings(
         found.append(
             f"**The winner is not distinguishable from the runner-up.** The top two trials differ by "
             f"{noise.gap:.3f} in their objective (trailing mean of {metric}), while its noise from their own "
-            f"curves is about ±{noise.spread:.3f} (late epochs). Re-running either config with another seed could "
-            f"swap them: the confirmation race (race:) re-runs the top configs on fresh seeds before naming a winner."
+            f"curves has an sd of about {noise.spread:.3f} (late epochs). Re-running either config with another seed could "
+            f"swap them: the race (race:) re-runs the top configs on paired fresh seeds and gates the winner against the baseline."
         )
     found.extend(failure_warnings(experiment))
     return found
@@ -357,12 +357,12 @@ def render_markdown(
     ]
     summary = race.load_summary(experiment.directory) if metric == study.search.metric else None
     if summary is not None:
-        lines.append(f"- **Winner (confirmation race): {race.config_text(summary['winner']['config'])}** "
-                     f"(search trial {summary['winner']['search_trial']}).")
-        lines += [f"  - {line}" for line in race.headline(summary)]
+        lines.append(f"- **Race: {race.verdict(summary)}** (race winner or best challenger: search trial "
+                     f"{summary['winner']['search_trial']}).")
+        lines += [f"  - {line}" for line in race.headline(summary)[1:]]
         lines.append(f"  - Every round and seed: `{race.race_dir(experiment.directory) / 'summary.md'}`.")
     elif study.race_skipped() is None and metric == study.search.metric:
-        lines.append(f"- No honest figure yet: the confirmation race has not finished (`ratiotune resume {experiment.directory}`).")
+        lines.append(f"- No honest figure yet: the race has not finished (`ratiotune resume {experiment.directory}`).")
     if ranked:
         best = ranked[0]
         window = study.search.objective_window
@@ -396,7 +396,7 @@ def render_markdown(
         verdict = "clear of" if noise.distinguishable else "within"
         lines.append(
             f"- Noise: #1 leads #2 by {noise.gap:.3f} in objective; the objective's noise from the top trials' "
-            f"epoch-to-epoch changes is ±{noise.spread:.3f} "
+            f"epoch-to-epoch changes has an sd of {noise.spread:.3f} "
             f"(from {noise.epochs_used} late-epoch changes), so the lead is {verdict} the noise."
         )
     lines += ["", "## Warnings", ""]

@@ -1,14 +1,21 @@
-"""Retrain: re-run an experiment's top-k configs over fresh seeds, pick the winner, ship its agents.
+"""Retrain: the race's winner (or its top-k survivors) over fresh seeds; ship the agents the figure describes.
 
-A search ranks configs by one noisy run each (one seed, sampled rollouts, a small eval
-set), so its best figure is optimistic. Here every top config is trained again from
-scratch (or continued from its best checkpoint) with S fresh seeds, through the same
-Ray Tune trainable as the search, and every run is scored on a larger fixed eval
-protocol. The winner is the config with the best mean over seeds; its best seed's
-final agents go to OUTPUT/final/.
+Candidates: the race's recommendation first (its winner when the gate confirmed it, else the
+baseline), then the race's other survivors (`--top-k`); an experiment without a finished race
+falls back to the search's ranking, and says so. Every run trains from scratch (or continues
+a checkpoint) through the same Ray Tune trainable as the search, on seeds the search and the
+race never used, and is scored at its final epoch on a larger protocol.
 
-Flow: plan_retrain (validate everything, no Ray) -> run_retrain (Tuner over a grid of
-rank x seed) -> summarize (plain tables) -> write_outputs.
+Select on some seeds, report on others (Eimer et al. 2023): with more than one candidate,
+each trains on the selection seeds (OUTPUT/select/) and the best mean on the eval prompts
+wins; the winner then trains on further report seeds (OUTPUT/runs/), whose test-prompt
+figures are the ones reported: nothing was selected on them. With one candidate there is
+nothing to select and every seed reports. A diverged or errored run scores the metric's
+worst value and counts in n. The shipped agents (OUTPUT/final/) are the report run best on
+the eval prompts; the report figure describes a run of the config.
+
+Flow: plan_retrain (validate everything, no Ray) -> run_seeds (a Tuner over candidate x seed)
+for the selection, then for the report -> summarize (plain tables) -> write_outputs.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.race import honest_metric
+from ratiotune.metrics import value_range
+from ratiotune.race import honest_metric, load_summary, searched_values
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
-from ratiotune.stats import format_interval, t_interval
+from ratiotune.stats import describe, format_interval, format_share
 from ratiotune.study import (
     SEARCHABLE,
     SEED_KEY,
@@ -43,7 +51,8 @@ EVAL_SAMPLES_FACTOR = 4
 # the winner and the seed whose agents ship; test/ (prompts that selected nothing) reports them.
 METRICS = ("eval/in_range_fraction", "eval/mean_reward", "test/in_range_fraction", "test/mean_reward")
 RANK_KEY = "rank"
-RUNS_DIR = "runs"
+RUNS_DIR = "runs"  # the report runs
+SELECT_DIR = "select"  # the selection runs (more than one candidate)
 
 
 
@@ -52,7 +61,7 @@ class Candidate:
     """One of the experiment's top configs, as the search saw it."""
 
     rank: int
-    trial: TrialResult
+    trial: TrialResult | None  # the search trial (None for the race's baseline, which may have none)
     config: dict[str, Any]  # the trial's searched values (what Ray sampled)
     search_figures: dict[str, float | None]  # the search's row for it: its best epoch by the metric
     start_checkpoint: Path | None  # --from-checkpoint: its best kept checkpoint
@@ -63,9 +72,11 @@ class RetrainPlan:
     experiment: Experiment
     study: Study  # the retrain study: overrides, epochs and the larger eval protocol applied
     candidates: list[Candidate]
-    seeds: list[int]
+    seeds: list[int]  # report seeds: the figures come from these
     output: Path
     from_checkpoint: bool
+    select_seeds: list[int] = ()  # selection seeds (more than one candidate), never reported on
+    source: str = "search"  # where the candidates come from: "race" or "search" (no finished race)
 
 
 def plan_retrain(
@@ -78,8 +89,12 @@ def plan_retrain(
     eval_prompts: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     from_checkpoint: bool = False,
+    select_seeds: int | None = None,
 ) -> RetrainPlan:
-    """Check everything that can be checked before Ray starts; raise StudyError on bad input."""
+    """Check everything that can be checked before Ray starts; raise StudyError on bad input.
+
+    seeds: report seeds per winner; select_seeds: selection seeds per candidate (default: seeds),
+    used only with more than one candidate."""
     experiment = load_experiment(experiment_dir)
     base = experiment.study
     metric, mode = base.search.metric, base.search.mode
@@ -91,13 +106,18 @@ def plan_retrain(
         raise StudyError(f"--epochs {epochs}: must be >= 1")
     # A trial Ray retried to completion after a crash has an error.txt and is finished all the same.
     ranked = [t for t in experiment.ranked() if t.status(base.train.epochs) not in (ERRORED, INFEASIBLE)]
-    if not ranked:
+    picks, source = race_candidates(experiment, ranked)
+    if not picks:
         raise StudyError(f"{experiment.directory}: no finished trial reported {metric}; nothing to retrain")
-    if top_k > len(ranked):
+    if top_k > len(picks):
+        what = "the race kept" if source == "race" else "the experiment has only"
         raise StudyError(
-            f"--top-k {top_k}: the experiment has only {len(ranked)} finished trial(s) that reported {metric}; "
-            f"use --top-k {len(ranked)} or fewer"
+            f"--top-k {top_k}: {what} {len(picks)} config(s) "
+            + ("(its recommendation and survivors)" if source == "race" else f"in finished trial(s) that reported {metric}")
+            + f"; use --top-k {len(picks)} or fewer"
         )
+    if top_k > 1 and select_seeds is not None and select_seeds < 1:
+        raise StudyError(f"--select-seeds {select_seeds}: must be >= 1")
     output = Path(output).expanduser().resolve() if output else experiment.directory.resolve() / "retrain"
     if output.exists():
         raise StudyError(f"{output} already exists; pass another --output (retrain results are never overwritten)")
@@ -115,23 +135,52 @@ def plan_retrain(
     check_launch(study)  # the prompts can be read (their texts go to the runs), the model can be had
 
     candidates = []
-    for rank, trial in enumerate(ranked[:top_k], start=1):
-        start = trial.best_checkpoint(metric, mode) if from_checkpoint else None
+    for rank, (trial, config) in enumerate(picks[:top_k], start=1):
+        start = trial.best_checkpoint(metric, mode) if from_checkpoint and trial is not None else None
         if from_checkpoint and start is None:
-            raise StudyError(f"--from-checkpoint: trial {trial.name} (rank {rank}) kept no checkpoint with {metric}")
+            raise StudyError(f"--from-checkpoint: config {rank} ({trial.name if trial else 'the baseline'}) kept no checkpoint with {metric}")
         candidates.append(
             Candidate(
                 rank=rank,
                 trial=trial,
-                config={k: v for k, v in trial.config.items() if k in SEARCHABLE},
-                search_figures=search_figures(trial, metric, mode),
+                config=config,
+                search_figures=search_figures(trial, metric, mode) if trial is not None else {},
                 start_checkpoint=start,
             )
         )
-    # Fresh seeds: every search trial ran with train.seed and the race with the seeds after it.
+    # Fresh seeds: every search trial ran with train.seed and the race with the seeds after it;
+    # selection seeds first, then the report seeds, disjoint.
     first = base.train.seed + 1 + race_seeds_used(experiment)
-    seed_list = [first + i for i in range(seeds)]
-    return RetrainPlan(experiment, study, candidates, seed_list, output, from_checkpoint)
+    n_select = (select_seeds if select_seeds is not None else seeds) if len(candidates) > 1 else 0
+    select_list = [first + i for i in range(n_select)]
+    seed_list = [first + n_select + i for i in range(seeds)]
+    return RetrainPlan(experiment, study, candidates, seed_list, output, from_checkpoint, select_list, source)
+
+
+def race_candidates(experiment: Experiment, ranked: list[TrialResult]) -> tuple[list[tuple[TrialResult | None, dict]], str]:
+    """(search trial or None, searched values) of each candidate, best first, and where they came from.
+
+    After a finished race: its recommendation first (the winner if the gate confirmed it, else the
+    baseline), then its other surviving challengers. Without one: the search's ranking.
+    """
+    study = experiment.study
+    summary = load_summary(experiment.directory)
+    if summary is None:
+        return [(t, {k: v for k, v in t.config.items() if k in SEARCHABLE}) for t in ranked], "search"
+    by_config = {}
+    for trial in experiment.trials:
+        by_config.setdefault(json.dumps(searched_values(study, trial.config), sort_keys=True), trial)
+    configs = []
+    if summary["recommended"]["config"] is not None:
+        configs.append(summary["recommended"]["config"])
+    configs += [s["config"] for s in summary["survivors"]]
+    picks, seen = [], []
+    for config in configs:
+        if config in seen:
+            continue
+        seen.append(config)
+        picks.append((by_config.get(json.dumps(config, sort_keys=True)), config))
+    return picks, "race"
 
 
 def race_seeds_used(experiment: Experiment) -> int:
@@ -160,8 +209,8 @@ def search_figures(trial: TrialResult, metric: str, mode: str) -> dict[str, floa
 # --------------------------------------------------------------------------- run
 
 
-def run_retrain(plan: RetrainPlan) -> Experiment:
-    """Train every (config, seed) pair as one Ray Tune trial; returns the runs as an experiment.
+def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], folder: str = RUNS_DIR) -> Experiment:
+    """Train every (candidate, seed) pair as one Ray Tune trial under OUTPUT/folder; returns the runs.
 
     The runs folder is itself an experiment (study.yaml + Ray trial folders), so results.py
     reads it like any search. Ray must already be initialised (the CLI does it).
@@ -173,18 +222,18 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
     study = plan.study
     # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.
     check_resources(study, largest_node_gpus())
-    runs_dir = plan.output / RUNS_DIR
+    runs_dir = plan.output / folder
     runs_dir.mkdir(parents=True)
     write_study(runs_dir, study, STUDY_FILE)
 
-    by_rank = {c.rank: c for c in plan.candidates}
+    by_rank = {c.rank: c for c in candidates}
     # grid_search makes the rank x seed product; sample_from then fills each run's searched
     # values (and start checkpoint) from its rank, so params.json shows the full config.
     param_space: dict[str, Any] = {
         RANK_KEY: tune.grid_search(list(by_rank)),
-        SEED_KEY: tune.grid_search(plan.seeds),
+        SEED_KEY: tune.grid_search(list(seeds)),
     }
-    for name in plan.candidates[0].config:
+    for name in candidates[0].config:
         param_space[name] = tune.sample_from(lambda spec, name=name: by_rank[spec.config[RANK_KEY]].config[name])
     # The final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
     param_space[TEST_KEY] = study.task.eval_samples_per_prompt
@@ -200,7 +249,7 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
             max_concurrent_trials=study.search.max_concurrent_trials,
             trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
         ),
-        run_config=seed_runs_config(study, RUNS_DIR, str(plan.output), [RANK_KEY, SEED_KEY]),
+        run_config=seed_runs_config(study, folder, str(plan.output), [RANK_KEY, SEED_KEY]),
     )
     tuner.fit()
     return load_experiment(runs_dir)
@@ -209,62 +258,88 @@ def run_retrain(plan: RetrainPlan) -> Experiment:
 # --------------------------------------------------------------------------- summarize
 
 
-def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
-    """Per config: every seed's final-epoch figures, their statistics, and the search's figure."""
+def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, Any]]:
+    """One row per run of candidate `rank`: its final-epoch figures, or the error that ended it."""
+    tracked = tracked_metrics(plan.study.search.metric)
+    rows = []
+    for run in runs.trials:
+        if run.config.get(RANK_KEY) != rank:
+            continue
+        # The final epoch, not the best: the agents shipped are the final ones, and picking
+        # each run's best epoch would bring back the optimism this command removes.
+        last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
+        status = run.status(plan.study.train.epochs)
+        failed = status in (ERRORED, INFEASIBLE) or run.infeasible_reason is not None
+        rows.append(
+            {
+                "seed": run.config[SEED_KEY],
+                "run": run.name,
+                "epoch": last.get("epoch"),
+                # A crash Ray retried to completion is no error; a diverged run is one.
+                "error": (run.infeasible_reason or error_summary(run.error) or status) if failed else None,
+                **{name: last.get(name) if _finite(last.get(name)) and not failed else None for name in tracked},
+            }
+        )
+    return sorted(rows, key=lambda r: r["seed"])
+
+
+def seed_stats(plan: RetrainPlan, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per tracked metric: describe() over the seeds, a failed run scored as the metric's worst value
+    (no survivorship: it counts in n); a metric without a known range leaves failed runs out."""
+    stats = {}
+    for name in tracked_metrics(plan.study.search.metric):
+        bounds = value_range(name)
+        worst = None if bounds is None else (bounds[0] if plan.study.search.mode == "max" else bounds[1])
+        values = [worst if r["error"] else r.get(name) for r in rows]
+        stats[name] = describe([v for v in values if v is not None], bounds)
+    return stats
+
+
+def summarize(plan: RetrainPlan, runs: Experiment, selection: Experiment | None = None) -> dict[str, Any]:
+    """Per candidate: its selection runs (more than one candidate); for the winner, its report runs."""
     metric, mode = plan.study.search.metric, plan.study.search.mode
-    tracked = tracked_metrics(metric)
+    honest = honest_metric(metric)
+    sign = 1 if mode == "max" else -1
     configs = []
     for candidate in plan.candidates:
-        seed_runs = []
-        for run in runs.trials:
-            if run.config.get(RANK_KEY) != candidate.rank:
-                continue
-            # The final epoch, not the best: the agents shipped are the final ones, and picking
-            # each run's best epoch would bring back the optimism this command removes.
-            last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
-            status = run.status(plan.study.train.epochs)
-            failed = status in (ERRORED, INFEASIBLE)
-            seed_runs.append(
-                {
-                    "seed": run.config[SEED_KEY],
-                    "run": run.name,
-                    "epoch": last.get("epoch"),
-                    # A crash Ray retried to completion is no error; a diverged run is one (its NaN
-                    # row would otherwise poison the mean and the interval).
-                    "error": (run.infeasible_reason or error_summary(run.error) or status) if failed else None,
-                    **{name: last.get(name) if _finite(last.get(name)) else None for name in tracked},
-                }
-            )
-        seed_runs.sort(key=lambda r: r["seed"])
-        done = [r for r in seed_runs if r["error"] is None and r.get(metric) is not None]
+        picked = None
+        if selection is not None:
+            rows = seed_rows(plan, selection, candidate.rank)
+            picked = {"runs": rows, "stats": seed_stats(plan, rows)}
+        rows = seed_rows(plan, runs, candidate.rank)
         configs.append(
             {
                 "rank": candidate.rank,
-                "search_trial": candidate.trial.name,
+                "search_trial": candidate.trial.name if candidate.trial is not None else None,
                 "hyperparameters": plan.study.hyperparameters(candidate.config),
                 "search": candidate.search_figures,
                 "start_checkpoint": str(candidate.start_checkpoint) if candidate.start_checkpoint else None,
-                "runs": seed_runs,
-                "stats": {name: t_interval([r[name] for r in done if r.get(name) is not None]) for name in tracked},
+                "selection": picked,
+                "runs": rows,
+                "stats": seed_stats(plan, rows),
             }
         )
-    scored = [c for c in configs if c["stats"][metric]["mean"] is not None]
-    if not scored:
+    reported = [c for c in configs if c["runs"]]
+    if len(reported) != 1 or reported[0]["stats"][metric]["mean"] is None:
         raise StudyError(f"no retrain run reported {metric}; see the trial logs under {plan.output / RUNS_DIR}")
-    # Both picks on the selection prompts (eval/); the figures a user should expect are test/.
-    pick = max if mode == "max" else min
-    winner = pick(scored, key=lambda c: c["stats"][metric]["mean"])
-    best_run = pick(
-        (r for r in winner["runs"] if r["error"] is None and r.get(metric) is not None), key=lambda r: r[metric]
-    )
+    winner = reported[0]
+    clean = [r for r in winner["runs"] if r["error"] is None and r.get(metric) is not None]
+    if not clean:
+        raise StudyError(f"every report run of the winner failed; see the trial logs under {plan.output / RUNS_DIR}")
+    # The shipped run: best on the eval prompts (selection prompts), never on test.
+    best_run = max(clean, key=lambda r: sign * r[metric])
+    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == 0)
     return {
         "experiment": str(plan.experiment.directory.resolve()),
+        "candidates_from": plan.source,
         "metric": metric,
         "mode": mode,
+        "selection_seeds": list(plan.select_seeds),
+        "report_seeds": plan.seeds,
         "seeds": plan.seeds,
         "epochs": plan.study.train.epochs,
         "from_checkpoint": plan.from_checkpoint,
-        "honest_metric": honest_metric(metric),
+        "honest_metric": honest,
         "eval_protocol": {
             "prompts": plan.study.task.eval_prompts,
             "test_prompts": plan.study.task.test_prompts,
@@ -278,8 +353,23 @@ def summarize(plan: RetrainPlan, runs: Experiment) -> dict[str, Any]:
             "seed": best_run["seed"],
             "run": best_run["run"],
             "search_pick_holds": winner["rank"] == 1,
+            "collapse": {"collapsed": collapsed, "n": len(winner["runs"])},
         },
     }
+
+
+def pick_winner(plan: RetrainPlan, selection: Experiment) -> Candidate:
+    """The candidate with the best mean on the eval prompts over the selection seeds (failed runs scored worst)."""
+    metric = plan.study.search.metric
+    sign = 1 if plan.study.search.mode == "max" else -1
+    scored = []
+    for candidate in plan.candidates:
+        mean = seed_stats(plan, seed_rows(plan, selection, candidate.rank))[metric]["mean"]
+        if mean is not None:
+            scored.append((sign * mean, -candidate.rank, candidate))
+    if not scored:
+        raise StudyError(f"no selection run reported {metric}; see the trial logs under {plan.output / SELECT_DIR}")
+    return max(scored, key=lambda item: item[:2])[2]
 
 
 # --------------------------------------------------------------------------- outputs
@@ -332,54 +422,68 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     honest = summary["honest_metric"]
     protocol = summary["eval_protocol"]
     names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
-    header = ["rank", "search trial", *names.values(), f"search {metric} (optimistic)",
-              f"retrain {metric} mean ± sd [95% CI] (selects)", f"retrain {honest} mean ± sd [95% CI] (reports)"]
+    source = ("the race's recommendation, then its survivors" if summary["candidates_from"] == "race"
+              else "the search's top configs (no finished race: its ranking is optimistic)")
+    select, report = summary["selection_seeds"], summary["report_seeds"]
     lines = [
         f"# Retrain of {summary['experiment']}",
         "",
-        f"{len(summary['seeds'])} seeds ({', '.join(map(str, summary['seeds']))}) per config, "
+        f"Candidates: {source}. "
+        + (f"Selected on seeds {', '.join(map(str, select))} ({metric}, {protocol['prompts']}); " if select
+           else "One candidate: nothing selected; ")
+        + f"reported on seeds {', '.join(map(str, report))} ({honest}, {protocol['test_prompts']}), which selected nothing. "
         + (f"{summary['epochs']} more epochs from each trial's best checkpoint" if summary["from_checkpoint"]
            else f"{summary['epochs']} epochs from scratch")
-        + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt "
-        f"(the search used {protocol['search_samples_per_prompt']}). The winner and its shipped seed are picked on "
-        f"{protocol['prompts']} ({metric}); the figures to expect are on {protocol['test_prompts']} ({honest}), "
-        "prompts that picked nothing. Search figures are the search's own row for the trial (its best epoch).",
+        + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt (the search used "
+        f"{protocol['search_samples_per_prompt']}). A diverged or errored run scores the worst value and counts in n.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
+        "| rank | search trial | " + " | ".join(names.values()) + f" | search {metric} (optimistic) | "
+        f"selection {metric} | report {honest} |",
+        "|" + "---|" * (len(names) + 5),
     ]
     for c in summary["configs"]:
         hp = c["hyperparameters"]
-        cells = [str(c["rank"]), c["search_trial"], f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
+        selection = format_interval(c["selection"]["stats"][metric]) if c.get("selection") else "-"
+        cells = [str(c["rank"]), c["search_trial"] or "(baseline)", f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
                  str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}", _fmt(c["search"].get(metric)),
-                 format_interval(c["stats"][metric]), format_interval(c["stats"][honest])]
+                 selection, format_interval(c["stats"][honest]) if c["runs"] else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     w = summary["winner"]
     winner = next(c for c in summary["configs"] if c["rank"] == w["rank"])
     stats, figure = winner["stats"].get(honest), winner["search"].get(metric)
-    failed = [r for c in summary["configs"] for r in c["runs"] if r["error"]]
+    failed = [r for c in summary["configs"] for r in [*c["runs"], *((c.get("selection") or {}).get("runs") or [])] if r["error"]]
     if failed:
-        lines += ["", f"{len(failed)} run(s) failed and are left out of the statistics: "
+        lines += ["", f"{len(failed)} run(s) failed and count as the worst value: "
                   + "; ".join(f"{r['run']}: {r['error']}" for r in failed)]
-    lines += ["", f"Winner by mean {metric}: rank {w['rank']} ({w['search_trial']}); final agents from seed {w['seed']} ({w['run']}); "
-              f"expect {honest} {format_interval(stats)} on unseen prompts."]
-    lines.append(
-        "The search's pick (rank 1) holds up: it is still the best by mean over seeds."
-        if w["search_pick_holds"]
-        else f"The search's pick (rank 1) does not hold up: rank {w['rank']} beats it by mean over seeds."
-    )
+    collapse = w["collapse"]
+    lines += ["", f"Winner: rank {w['rank']} ({w['search_trial'] or 'the baseline'}); final agents from report seed {w['seed']} "
+              f"({w['run']}, the best of the report runs on {metric}).",
+              f"Expect {honest}: {format_interval(stats)}; {format_share(collapse['collapsed'], collapse['n'])}."]
+    if len(summary["configs"]) > 1:
+        lines.append(
+            "The first candidate holds up: it is still the best by mean over the selection seeds."
+            if w["search_pick_holds"]
+            else f"The first candidate does not hold up: rank {w['rank']} beats it by mean over the selection seeds."
+        )
     if stats and stats.get("ci95") and figure is not None:
         low, high = stats["ci95"]
         where = "above" if figure > high else "below" if figure < low else "inside"
         lines.append(
-            f"The winner's search figure {figure:.3f} is {where} its retrain {honest} 95% interval [{low:.3f}, {high:.3f}]"
+            f"The winner's search figure {figure:.3f} is {where} the 95% CI of its report mean [{low:.3f}, {high:.3f}]"
             + (" (the search was optimistic)." if where == "above" else ".")
         )
     return "\n".join(lines) + "\n"
 
 
-def retrain(plan: RetrainPlan) -> dict[str, Any]:
-    runs = run_retrain(plan)
-    summary = summarize(plan, runs)
+def retrain(plan: RetrainPlan, log=print) -> dict[str, Any]:
+    selection = None
+    candidates = plan.candidates
+    if len(candidates) > 1:
+        log(f"retrain: selection: {len(candidates)} configs x seeds {plan.select_seeds}")
+        selection = run_seeds(plan, candidates, plan.select_seeds, SELECT_DIR)
+        candidates = [pick_winner(plan, selection)]
+    log(f"retrain: report: rank {candidates[0].rank} x seeds {plan.seeds}")
+    runs = run_seeds(plan, candidates, plan.seeds, RUNS_DIR)
+    summary = summarize(plan, runs, selection)
     write_outputs(plan, runs, summary)
     return summary

@@ -24,6 +24,9 @@ BUILTIN_PROMPTS = {
     # Never trained on and never used to pick a config: the honest figure for a winner is
     # measured here (see race.py). Disjoint from the other sets.
     "builtin:test": "test_prompts.txt",
+    # For designing studies (bench/seed_spread.py: which spaces and lrs are worth searching):
+    # disjoint from the sets above, so a design decision never looks at the test prompts.
+    "builtin:design": "design_prompts.txt",
 }
 
 
