@@ -93,7 +93,7 @@ def make_sampler(study: Study):
         return optuna.samplers.GPSampler(seed=seed, deterministic_objective=False, **startup)
     if search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.QMCSampler(seed=seed, scramble=True)
+    return optuna.samplers.QMCSampler(seed=seed, scramble=True)  # experimental in Optuna 5 (a warning)
 
 
 def make_scheduler(study: Study):

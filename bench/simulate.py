@@ -1,0 +1,496 @@
+"""Replay whole studies against the tabulated smoke benchmark: the real sampler, ASHA, objective, race and gate, no training.
+
+    python bench/simulate.py                          # every design, 200 studies each (minutes, one core)
+    python bench/simulate.py --studies 20 --designs shipped,random
+    python bench/simulate.py --table bench/table/smoke_table.csv --out docs/bench/simulate
+
+bench/smoke_table.py trained every config of a grid over smoke's space on many seeds and kept
+each run's eval curve (the search's signal) and its final test figure (what `best` reports).
+A simulated study runs the pipeline's own pieces against that table instead of training:
+
+- the sampler: `search.make_sampler(study)` asked and told through Optuna's ask/tell, with the
+  distributions Ray's OptunaSearch builds from `search.param_space(study)`, the baseline enqueued
+  first (OptunaSearch's points_to_evaluate);
+- the scheduler: `search.make_scheduler(study)` itself (Ray's AsyncHyperBandScheduler; it needs
+  only a trial id, so it runs outside a Tune run unchanged), fed `search/objective` every epoch;
+- the objective: `objective.trailing_mean` over the study's window; a diverged epoch reports NaN
+  and ends the trial, as the trainable does;
+- max_concurrent_trials: an event loop in trial-epochs; a trial is asked for when a slot frees;
+- the race and the gate (race_policy below).
+
+A trial at config c with seed s reads the row of the nearest grid point (log learning rate) for
+that seed, epoch by epoch. Each simulated study k seeds its sampler with k (train.seed = k) and
+draws its own permutation of the table's seeds: the search trials train on the first one (every
+real search trial trains with train.seed), the race's fresh seeds are the next ones.
+
+A config's true value is the table's mean over all its seeds of the final test figure, a
+collapsed or diverged run counted as 0; a study is judged by the true value of what it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "studies" / "smoke.yaml"
+TABLE = REPO / "bench" / "table" / "smoke_table.csv"
+OUT = REPO / "docs" / "bench" / "simulate"
+PLOT = REPO / "docs" / "img" / "simulate_designs.png"
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the table: a config on one seed."""
+
+    curve: tuple[float, ...]  # eval/in_range_fraction per epoch, up to (not including) divergence
+    diverged_epoch: int | None  # the epoch that reported NaN, or None
+    test: float  # final-epoch builtin:test in-range fraction; 0 when collapsed or diverged
+    collapsed: bool
+
+
+Key = tuple[float, int, int]  # (learning_rate, num_generations, max_new_tokens) of a grid point
+
+
+class Table:
+    """The grid's runs by (grid point, seed); seeds are the ones every grid point has (a table still
+    being built is used only where it is complete)."""
+
+    def __init__(self, runs: dict[Key, dict[int, Run]]):
+        self.runs = runs
+        self.keys = sorted(runs)
+        self.learning_rates = sorted({k[0] for k in self.keys})
+        self.seeds = sorted(set.intersection(*(set(by_seed) for by_seed in runs.values())))
+        if not self.seeds:
+            raise ValueError("the table has no seed that every grid point was trained on")
+        self.epochs = max(len(r.curve) + (r.diverged_epoch is not None) for by in runs.values() for r in by.values())
+        self._true = {k: statistics.fmean(runs[k][s].test for s in self.seeds) for k in self.keys}
+        self.best_value = max(self._true.values())
+        self.best_key = max(self._true, key=self._true.get)
+
+    def point(self, config: dict[str, Any]) -> Key:
+        """The grid point nearest to a config: learning rate by log distance, the choices exactly."""
+        lr = min(self.learning_rates, key=lambda v: abs(math.log(v) - math.log(config["learning_rate"])))
+        key = (lr, int(config["num_generations"]), int(config["max_new_tokens"]))
+        if key not in self.runs:
+            raise KeyError(f"config {config} maps to {key}, which the table does not hold")
+        return key
+
+    def run(self, key: Key, seed: int) -> Run:
+        return self.runs[key][seed]
+
+    def true_value(self, key: Key) -> float:
+        return self._true[key]
+
+
+def load_table(path: Path = TABLE) -> Table:
+    """Read bench/smoke_table.py's CSV (columns learning_rate, num_generations, max_new_tokens, seed,
+    e1..eN, test_in_range, collapsed, diverged_epoch, seconds)."""
+    runs: dict[Key, dict[int, Run]] = {}
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            epochs = sorted((k for k in row if k[:1] == "e" and k[1:].isdigit()), key=lambda k: int(k[1:]))
+            curve = tuple(float(row[k]) for k in epochs if row[k] != "")
+            diverged = int(row["diverged_epoch"]) if row["diverged_epoch"] else None
+            collapsed = row["collapsed"] == "1"
+            test = 0.0 if collapsed or row["test_in_range"] == "" else float(row["test_in_range"])
+            key = (float(row["learning_rate"]), int(row["num_generations"]), int(row["max_new_tokens"]))
+            runs.setdefault(key, {})[int(row["seed"])] = Run(curve, diverged, test, collapsed)
+    return Table(runs)
+
+
+# --------------------------------------------------------------------------- one search
+
+
+@dataclass
+class SimTrial:
+    number: int
+    config: dict[str, Any]
+    key: Key
+    seed: int
+    optuna_trial: Any
+    history: list[float] = field(default_factory=list)
+    epoch: int = 0
+    objective: float = float("nan")
+    best_epoch_value: float = float("nan")  # today's practice ranks by the best single epoch
+    diverged: bool = False
+    done: bool = False
+
+    @property
+    def ray_trial(self) -> SimpleNamespace:
+        return SimpleNamespace(trial_id=f"trial_{self.number:05d}")  # all ASHA reads of a trial
+
+
+def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
+    """One search, as build_tuner wires it: the study's sampler, scheduler, objective and concurrency.
+
+    trial_seed(number) is the table seed trial `number` trains on. Time advances in epochs: every
+    running trial reports once per step (in trial order), then freed slots are filled.
+    """
+    import optuna
+    from ray.tune.schedulers import TrialScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from ratiotune.objective import OBJECTIVE, trailing_mean
+    from ratiotune.search import make_sampler, make_scheduler, param_space
+
+    search, epochs = study.search, study.train.epochs
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    ot = optuna.create_study(sampler=make_sampler(study), direction="maximize" if search.mode == "max" else "minimize")
+    baseline = study.baseline()
+    if baseline:
+        ot.enqueue_trial(baseline)  # OptunaSearch's points_to_evaluate
+    distributions = OptunaSearch.convert_search_space(param_space(study))
+    scheduler = make_scheduler(study)
+    scheduler.set_search_properties(OBJECTIVE, search.mode)  # what TuneConfig(metric=, mode=) does
+    trials: list[SimTrial] = []
+    running: list[SimTrial] = []
+    while True:
+        while len(running) < search.max_concurrent_trials and len(trials) < search.num_samples:
+            ot_trial = ot.ask(fixed_distributions=distributions)
+            config = study.hyperparameters(ot_trial.params)
+            trial = SimTrial(len(trials), config, table.point(config), trial_seed(len(trials)), ot_trial)
+            scheduler.on_trial_add(None, trial.ray_trial)
+            trials.append(trial)
+            running.append(trial)
+        if not running:
+            return trials
+        for trial in running:
+            run = table.run(trial.key, trial.seed)
+            trial.epoch += 1
+            if run.diverged_epoch == trial.epoch:
+                trial.diverged, trial.objective, stop = True, float("nan"), True
+            else:
+                trial.history.append(run.curve[trial.epoch - 1])
+                trial.objective = trailing_mean(trial.history, search.objective_window)
+                trial.best_epoch_value = max(trial.history)
+            result = {"training_iteration": trial.epoch, OBJECTIVE: trial.objective}
+            action = scheduler.on_trial_result(None, trial.ray_trial, result)
+            if trial.diverged or action == TrialScheduler.STOP or trial.epoch >= epochs:
+                scheduler.on_trial_complete(None, trial.ray_trial, result)
+                try:
+                    ot.tell(trial.optuna_trial, trial.objective)  # NaN: Optuna records a failed trial
+                except (ValueError, RuntimeError):
+                    pass
+                trial.done = True
+        running = [t for t in running if not t.done]
+
+
+# --------------------------------------------------------------------------- the race
+
+
+def halving_race(study, entrants: list[SimTrial], baseline_key: Key | None, table: Table, fresh_seed) -> dict[str, Any]:
+    """race.py's rounds and confirmation, run on the table (the race before issue 23's intensification).
+
+    Selection rounds: successive halving on fresh seeds by the objective at the final epoch (a
+    diverged run ranks behind every clean one); confirmation: the winner and the baseline on
+    confirm_seeds further fresh seeds, final-epoch test figure.
+    """
+    from ratiotune.objective import trailing_mean
+
+    epochs, window = study.train.epochs, study.search.objective_window
+    keys = [t.key for t in entrants]
+    values: dict[int, list[float | None]] = {i: [] for i in range(len(keys))}
+    alive, used, runs = list(range(len(keys))), 0, 0
+    for _, new in study.race.rounds(len(keys)):
+        for i in alive:
+            for j in range(used, used + new):
+                run = table.run(keys[i], fresh_seed(j))
+                values[i].append(None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window))
+                runs += 1
+        used += new
+
+        def rank(i: int) -> tuple[int, float, int]:
+            finite = [v for v in values[i] if v is not None]
+            return (len(values[i]) - len(finite), -statistics.fmean(finite) if finite else math.inf, i)
+
+        alive = sorted(alive, key=rank)[: (len(alive) + 1) // 2]
+    winner = keys[alive[0]]
+    seeds = [fresh_seed(j) for j in range(used, used + study.race.confirm_seeds)]
+    confirm = [table.run(winner, s).test for s in seeds]
+    runs += len(seeds)
+    base = None
+    if baseline_key is not None:
+        base = [table.run(baseline_key, s).test for s in seeds]
+        runs += 0 if baseline_key == winner else len(seeds)
+    return {"winner": winner, "values": confirm, "baseline_values": base, "seeds": seeds, "runs": runs}
+
+
+def gate(values: list[float], baseline_values: list[float] | None) -> bool:
+    """Recommend the winner only when its margin over the baseline (paired by seed) has a 95% lower
+    bound above 0. Diverged or collapsed runs score 0 and count (no survivorship)."""
+    from ratiotune.stats import t_interval
+
+    if baseline_values is None:
+        return True
+    margin = t_interval([v - b for v, b in zip(values, baseline_values)])
+    return margin["ci95"] is not None and margin["ci95"][0] > 0
+
+
+def prediction_interval(values: list[float]) -> tuple[float, float] | None:
+    """95% interval for one new run: mean ± t(n-1) sd sqrt(1 + 1/n)."""
+    from ratiotune.stats import T_975
+
+    n = len(values)
+    if n < 2:
+        return None
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd * math.sqrt(1 + 1 / n)
+    return mean - half, mean + half
+
+
+# --------------------------------------------------------------------------- one study, one design
+
+
+@dataclass(frozen=True)
+class Design:
+    """A pipeline to compare: smoke.yaml with `--set`-style overrides, plus what the simulator varies
+    that has no study field (yet)."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    pick: str = "race"  # race (race + gate), objective (best search objective), best-epoch (today's practice)
+    search_seeds: int = 1  # >1: search trial i trains on seed i mod search_seeds (seeds as instances)
+    note: str = ""
+
+
+def design_study(design: Design, study_seed: int):
+    from ratiotune.study import apply_override, validate_study
+
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["train"]["seed"] = study_seed
+    for override in design.overrides:
+        apply_override(raw, override)
+    return validate_study(raw, source=f"design {design.name}")
+
+
+def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, Any]:
+    """One simulated study: search, then the design's pick; what it ships and what that is worth."""
+    study = design_study(design, study_seed)
+    perm = [int(s) for s in np.random.default_rng(study_seed).permutation(table.seeds)]
+
+    def seed_at(index: int) -> int:
+        return perm[index % len(perm)]  # beyond the table's seeds a seed repeats (counted in `reused`)
+
+    trials = simulate_search(study, table, lambda n: seed_at(n % design.search_seeds))
+    search_epochs = sum(t.epoch for t in trials)
+    baseline = study.baseline()
+    baseline_key = table.point(study.hyperparameters(baseline)) if baseline else None
+    clean = [t for t in trials if not t.diverged and math.isfinite(t.objective)]
+    record: dict[str, Any] = {"design": design.name, "study": study_seed, "search_epochs": search_epochs,
+                              "race_epochs": 0, "passed_gate": None, "reported": None, "pi_low": None, "pi_high": None}
+    if design.pick == "best-epoch":
+        shipped = max(clean, key=lambda t: t.best_epoch_value).key
+        record["reported"] = max(clean, key=lambda t: t.best_epoch_value).best_epoch_value
+    elif design.pick == "objective" or not study.race.enabled:
+        shipped = max(clean, key=lambda t: t.objective).key
+        record["reported"] = max(t.objective for t in clean)
+    else:
+        entrants: list[SimTrial] = []
+        for t in sorted(clean, key=lambda t: -t.objective):  # race.contenders: distinct configs, best first
+            if all(t.config != e.config for e in entrants):
+                entrants.append(t)
+            if len(entrants) == study.race.top_k:
+                break
+        first_fresh = design.search_seeds
+        result = halving_race(study, entrants, baseline_key, table, lambda j: seed_at(first_fresh + j))
+        record["race_epochs"] = result["runs"] * study.train.epochs
+        record["reused_seeds"] = max(0, first_fresh + len(result["seeds"]) + 2 - len(perm))
+        passed = gate(result["values"], result["baseline_values"])
+        record["passed_gate"] = passed
+        shipped = result["winner"] if passed else baseline_key
+        shipped_values = result["values"] if passed else result["baseline_values"]
+        record["reported"] = statistics.fmean(shipped_values)
+        interval = prediction_interval(shipped_values)
+        if interval:
+            record["pi_low"], record["pi_high"] = interval
+            # A new run's value: every table seed this study never trained the shipped config on.
+            unused = [s for s in table.seeds if s not in result["seeds"]]
+            news = [table.run(shipped, s).test for s in unused]
+            record["pi_covers_new_run"] = statistics.fmean(interval[0] <= v <= interval[1] for v in news) if news else None
+        record["raced_winner"] = result["winner"]
+    true = table.true_value(shipped)
+    record.update({
+        "shipped": shipped, "true": true, "ratio": true / table.best_value,
+        "trial_epochs": search_epochs + record["race_epochs"],
+        "worse_than_baseline": baseline_key is not None and shipped != baseline_key and true < table.true_value(baseline_key),
+    })
+    if record["pi_low"] is not None:
+        record["pi_covers_true"] = record["pi_low"] <= true <= record["pi_high"]
+    return record
+
+
+def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:
+    return [simulate_study(design, table, first + k) for k in range(studies)]
+
+
+# --------------------------------------------------------------------------- the designs
+
+
+def designs(budget: int) -> list[Design]:
+    """The pipelines compared. `budget` is the shipped design's median total in trial-epochs: random
+    search gets that many (FIFO, so budget // epochs trials)."""
+    random_trials = max(1, budget // 12)
+    return [
+        Design("shipped", note="smoke.yaml before this issue: TPE (10 random start-up trials), 8 samples, ASHA 4/2, race 4/1/4"),
+        Design("random", (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo",
+                          "search.start_with_baseline=false", "race.enabled=false"), pick="best-epoch",
+               note=f"today's practice at equal compute: {random_trials} random trials, full length, best single epoch"),
+        Design("random-objective", (f"search.num_samples={random_trials}", "search.sampler=random",
+                                    "search.scheduler.type=fifo", "race.enabled=false"), pick="objective",
+               note="random search at equal compute, ranked by the trailing-mean objective, no race"),
+        Design("tpe-startup4", ("search.startup_trials=4",)),
+        Design("tpe-startup4-mv", ("search.startup_trials=4", "search.multivariate=true")),
+        Design("gp-startup4", ("search.sampler=gp", "search.startup_trials=4")),
+        Design("qmc", ("search.sampler=qmc",)),
+        Design("no-race-16", ("search.num_samples=20", "race.enabled=false"), pick="objective",
+               note="all compute to the search, ship the best objective"),
+        Design("12-samples-top3", ("search.num_samples=12", "search.startup_trials=5", "race.top_k=3")),
+        Design("seeds-as-instances", ("search.startup_trials=4",), search_seeds=4),
+    ]
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = np.array([r["ratio"] for r in records])
+    trues = np.array([r["true"] for r in records])
+    q1, med, q3 = np.percentile(trues, [25, 50, 75])
+    covered = [r["pi_covers_true"] for r in records if "pi_covers_true" in r]
+    new_run = [r["pi_covers_new_run"] for r in records if r.get("pi_covers_new_run") is not None]
+    gated = [r for r in records if r["passed_gate"] is not None]
+    return {
+        "studies": len(records),
+        "median": med, "q1": q1, "q3": q3, "iqr": q3 - q1,
+        "ratio_median": float(np.median(ratios)),
+        "share_85": float(np.mean(ratios >= 0.85)),
+        "trial_epochs": float(np.median([r["trial_epochs"] for r in records])),
+        "trial_epochs_max": max(r["trial_epochs"] for r in records),
+        "pi_covers_true": statistics.fmean(covered) if covered else None,
+        "pi_covers_new_run": statistics.fmean(new_run) if new_run else None,
+        "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
+        "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
+    }
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: dict[str, Design]) -> str:
+    lines = [
+        f"Table: {len(table.keys)} grid points x {len(table.seeds)} seeds; best grid config "
+        f"{table.best_key} true value {table.best_value:.3f}.",
+        "",
+        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs median (max) | "
+        "PI holds true value | PI holds a new run | not confirmed | worse than baseline |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, records in results.items():
+        s = summarize(records)
+        lines.append(
+            f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
+            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_true'])} | {pct(s['pi_covers_new_run'])} | "
+            f"{pct(s['not_confirmed'])} | {pct(s['worse_than_baseline'])} |"
+        )
+    lines += ["", "Designs:", ""]
+    for name in results:
+        d = catalogue[name]
+        what = d.note or ", ".join(d.overrides) or "as shipped"
+        extra = f"; search trials rotate over {d.search_seeds} seeds" if d.search_seeds > 1 else ""
+        lines.append(f"- **{name}**: {what}{extra}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table: Table, results: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.45 * len(names) + 2.5))
+    data = [[r["ratio"] for r in results[n]] for n in names]
+    left.boxplot(data, orientation="horizontal", tick_labels=names, whis=(5, 95), showmeans=True)
+    left.axvline(0.85, color="tab:red", linestyle="--", linewidth=1, label="85% of the best grid config")
+    left.set_xlabel("shipped config's true value / best grid config's")
+    left.set_title(f"{len(results[names[0]])} simulated studies per design")
+    left.legend(loc="lower left", fontsize=8)
+    left.invert_yaxis()
+    for name in names:
+        ratios = np.sort([r["ratio"] for r in results[name]])
+        right.step(ratios, np.arange(1, len(ratios) + 1) / len(ratios), where="post", label=name)
+    right.axvline(0.85, color="tab:red", linestyle="--", linewidth=1)
+    right.set_xlabel("shipped / best grid config")
+    right.set_ylabel("share of studies at or below")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_csv(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
+    fields = ["design", "study", "shipped", "true", "ratio", "trial_epochs", "search_epochs", "race_epochs",
+              "passed_gate", "reported", "pi_low", "pi_high", "pi_covers_true", "pi_covers_new_run", "worse_than_baseline"]
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for records in results.values():
+            for r in records:
+                writer.writerow({k: ("/".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in r.items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--table", type=Path, default=TABLE)
+    parser.add_argument("--studies", type=int, default=200, help="simulated studies per design (default 200)")
+    parser.add_argument("--designs", help="comma-separated design names (default: all)")
+    parser.add_argument("--out", type=Path, default=OUT, help="output prefix: .md and .csv")
+    parser.add_argument("--plot", type=Path, default=PLOT)
+    args = parser.parse_args(argv)
+    table = load_table(args.table)
+    started = time.perf_counter()
+    shipped = simulate_design(Design("shipped"), table, min(args.studies, 100))
+    budget = int(np.median([r["trial_epochs"] for r in shipped]))
+    catalogue = {d.name: d for d in designs(budget)}
+    chosen = args.designs.split(",") if args.designs else list(catalogue)
+    unknown = [n for n in chosen if n not in catalogue]
+    if unknown:
+        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {', '.join(catalogue)}")
+    results = {}
+    for name in chosen:
+        t0 = time.perf_counter()
+        results[name] = simulate_design(catalogue[name], table, args.studies)
+        s = summarize(results[name])
+        print(f"{name}: median {s['median']:.3f} IQR {s['iqr']:.3f} share>=85% {s['share_85']:.0%} "
+              f"trial-epochs {s['trial_epochs']:.0f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    command = "python bench/simulate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = (f"`{command.strip()}` ({(time.perf_counter() - started) / 60:.1f} min; the shipped design's median "
+            f"compute, {budget} trial-epochs, is the budget)\n\n" + markdown(table, results, catalogue))
+    args.out.with_suffix(".md").write_text(text)
+    write_csv(args.out.with_suffix(".csv"), results)
+    plot(table, results, args.plot)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
