@@ -346,45 +346,57 @@ class CheckpointSpec(Strict):
 
 
 class RaceSpec(Strict):
-    """The confirmation race that runs after the search (race.py says how and why)."""
+    """The race that runs after the search: intensification against the baseline, then the gate.
+
+    intensify.py holds the rules and why; race.py runs them with Ray Tune. Every knob is here so
+    that bench/simulate.py can choose the defaults on many simulated studies.
+    """
 
     enabled: bool = Field(True, description="Re-run the search's top configs on fresh seeds before naming a winner.")
-    top_k: int = Field(4, ge=1, description="Configs (best by search/objective) that enter the race.")
-    first_seeds: int = Field(
-        1, ge=1,
-        description="Fresh seeds per config in the first round; each round keeps the better half and doubles the seeds.",
+    top_k: int = Field(
+        4, ge=1,
+        description="Challengers (the search's best configs by search/objective) that race the baseline; "
+        "fewer when the budget (max_share) cannot give each min_seeds seeds.",
+    )
+    min_seeds: int = Field(
+        2, ge=2,
+        description="Paired seeds every contender runs before any can be cut (the first round); no cut on one seed.",
+    )
+    max_seeds: int = Field(
+        8, ge=2,
+        description="Most seeds a contender runs in the selection; rounds double the seeds (2, 4, 8) up to this.",
+    )
+    cut_level: float = Field(
+        0.1, gt=0, lt=1,
+        description="Level of the one-sided paired sign test that cuts a contender worse than the incumbent "
+        "(0.1: 4 of 4 seeds lost; 0.05: 5 of 5).",
     )
     confirm_seeds: int = Field(
         4, ge=2,
-        description="Further fresh seeds the winner (and the baseline) are trained on; their final epoch on the test "
-        "prompts is the honest figure.",
+        description="Further fresh seeds the winner and the baseline train on (paired); their final epoch on the "
+        "test prompts is the figure the gate decides on.",
+    )
+    max_collapse_share: float = Field(
+        0.25, ge=0, le=1,
+        description="The gate: most of the winner's confirmation seeds that may collapse (every reward 0, or diverged).",
     )
     test_samples_factor: int = Field(
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )
     max_share: float = Field(
         0.7, gt=0, lt=1,
-        description="Most of the study's trial-epochs (search + race) the race may take; the plan is refused above it.",
+        description="Most of the study's trial-epochs (search as really spent + race) the race may take; when the "
+        "planned race does not fit, it races fewer contenders or seeds and says so.",
     )
 
-    def rounds(self, configs: int) -> list[tuple[int, int]]:
-        """Successive halving on seeds: (configs, new seeds per config) for each selection round.
+    @model_validator(mode="after")
+    def _check(self) -> "RaceSpec":
+        if self.max_seeds < self.min_seeds:
+            raise ValueError(f"max_seeds ({self.max_seeds}) must be >= min_seeds ({self.min_seeds})")
+        return self
 
-        Every survivor runs the same new seeds (a paired comparison, as in SMAC's intensifier),
-        so after round r each has first_seeds * 2**r seeds; the race ends with one config left.
-        """
-        plan, seeds_so_far = [], 0
-        while configs > 1:
-            seeds = self.first_seeds * 2 ** len(plan)
-            plan.append((configs, seeds - seeds_so_far))
-            seeds_so_far = seeds
-            configs = (configs + 1) // 2
-        return plan
-
-    def runs(self, configs: int, baseline: bool) -> int:
-        """Trainings the race makes at most: its rounds, then the confirmation runs."""
-        selection = sum(n * s for n, s in self.rounds(configs))
-        return selection + self.confirm_seeds * (2 if baseline else 1)
+    def confirm_runs(self, baseline: bool) -> int:
+        return self.confirm_seeds * (2 if baseline else 1)
 
 
 class Study(Strict):
@@ -420,14 +432,6 @@ class Study(Strict):
                 f"search.scheduler.perturbation_interval ({interval}) must be < train.epochs ({self.train.epochs}), "
                 "or no trial is ever perturbed"
             )
-        if self.race_skipped() is None:
-            share = self.race_share()
-            if share > self.race.max_share:
-                raise ValueError(
-                    f"race: the plan (top_k {self.race.top_k}, first_seeds {self.race.first_seeds}, confirm_seeds "
-                    f"{self.race.confirm_seeds}) takes {share:.0%} of the study's trial-epochs, above race.max_share "
-                    f"{self.race.max_share:g}; lower top_k or the seeds, or raise search.num_samples"
-                )
         return self
 
     def race_skipped(self) -> str | None:
@@ -452,11 +456,19 @@ class Study(Strict):
             return None
         return values
 
-    def race_share(self) -> float:
-        """The race's share of the study's trial-epochs at most (the search counted at num_samples x epochs)."""
-        configs = min(self.race.top_k, self.search.num_samples)
-        race = self.race.runs(configs, baseline=self.baseline() is not None)
-        return race / (race + self.search.num_samples)
+    def race_plan(self, search_epochs: int | None = None, available: int | None = None):
+        """The race fitted to race.max_share (intensify.plan); by default the search counted at its most
+        (num_samples x epochs), as at load time. Raises intensify.PlanError for explicit numbers that cannot fit."""
+        from ratiotune.intensify import plan
+
+        return plan(
+            self.race,
+            search_epochs=self.search.num_samples * self.train.epochs if search_epochs is None else search_epochs,
+            run_epochs=self.train.epochs,
+            available=min(self.race.top_k, self.search.num_samples) if available is None else available,
+            baseline=self.baseline() is not None,
+            explicit=frozenset(self.race.model_fields_set),
+        )
 
     def searched(self) -> list[str]:
         """The searched hyperparameters, in SEARCHABLE's order (the column order of every table and plot)."""
