@@ -194,64 +194,63 @@ def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
 # --------------------------------------------------------------------------- the race
 
 
-def halving_race(study, entrants: list[SimTrial], baseline_key: Key | None, table: Table, fresh_seed) -> dict[str, Any]:
-    """race.py's rounds and confirmation, run on the table (the race before issue 23's intensification).
+def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table, fresh_seed, search_epochs: int) -> dict[str, Any]:
+    """The race as race.py runs it, on the table: intensify.plan fits it to race.max_share of the
+    study's trial-epochs (the search counted as it really ran), intensify.Intensifier picks the
+    winner against the baseline on paired fresh seeds (the objective at the final epoch, a diverged
+    run scored 0 and counted), and intensify.gate decides on further paired seeds (final-epoch test
+    figure) whether the winner ships or the baseline stands.
 
-    Selection rounds: successive halving on fresh seeds by the objective at the final epoch (a
-    diverged run ranks behind every clean one); confirmation: the winner and the baseline on
-    confirm_seeds further fresh seeds, final-epoch test figure.
+    ranked: the search's clean trials, best objective first; baseline: its four values (None: none).
+    fresh_seed(j): the j-th fresh seed.
     """
+    from ratiotune.intensify import Intensifier, gate
     from ratiotune.objective import trailing_mean
 
-    epochs, window = study.train.epochs, study.search.objective_window
-    keys = [t.key for t in entrants]
-    values: dict[int, list[float | None]] = {i: [] for i in range(len(keys))}
-    alive, used, runs = list(range(len(keys))), 0, 0
-    for _, new in study.race.rounds(len(keys)):
-        for i in alive:
-            for j in range(used, used + new):
-                run = table.run(keys[i], fresh_seed(j))
-                values[i].append(None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window))
-                runs += 1
-        used += new
-
-        def rank(i: int) -> tuple[int, float, int]:
-            finite = [v for v in values[i] if v is not None]
-            return (len(values[i]) - len(finite), -statistics.fmean(finite) if finite else math.inf, i)
-
-        alive = sorted(alive, key=rank)[: (len(alive) + 1) // 2]
-    winner = keys[alive[0]]
-    seeds = [fresh_seed(j) for j in range(used, used + study.race.confirm_seeds)]
-    confirm = [table.run(winner, s).test for s in seeds]
-    runs += len(seeds)
-    base = None
+    epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
+    baseline_key = table.point(baseline) if baseline else None
+    challengers: list[Key] = []
+    configs: list[dict] = [baseline] if baseline else []
+    for t in ranked:  # race.contenders: distinct configs, best first; the baseline races as itself
+        if t.config not in configs:
+            configs.append(t.config)
+            challengers.append(t.key)
+    plan = study.race_plan(search_epochs=search_epochs, available=len(challengers))
+    challengers = challengers[: plan.challengers]
+    # Names: one per contender; two search configs may share a grid point (they are raced apart).
+    keys = {f"c{i}": key for i, key in enumerate(challengers)}
+    names = list(keys)
     if baseline_key is not None:
-        base = [table.run(baseline_key, s).test for s in seeds]
-        runs += 0 if baseline_key == winner else len(seeds)
-    return {"winner": winner, "values": confirm, "baseline_values": base, "seeds": seeds, "runs": runs}
+        keys["baseline"] = baseline_key
+        names = ["baseline", *names]
 
+    def objective(key: Key, seed: int) -> float | None:
+        run = table.run(key, seed)
+        return None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window)
 
-def gate(values: list[float], baseline_values: list[float] | None) -> bool:
-    """Recommend the winner only when its margin over the baseline (paired by seed) has a 95% lower
-    bound above 0. Diverged or collapsed runs score 0 and count (no survivorship)."""
-    from ratiotune.stats import t_interval
-
-    if baseline_values is None:
-        return True
-    margin = t_interval([v - b for v, b in zip(values, baseline_values)])
-    return margin["ci95"] is not None and margin["ci95"][0] > 0
-
-
-def prediction_interval(values: list[float]) -> tuple[float, float] | None:
-    """95% interval for one new run: mean ± t(n-1) sd sqrt(1 + 1/n)."""
-    from ratiotune.stats import T_975
-
-    n = len(values)
-    if n < 2:
-        return None
-    mean, sd = statistics.fmean(values), statistics.stdev(values)
-    half = (T_975[n - 2] if n - 1 <= len(T_975) else 1.96) * sd * math.sqrt(1 + 1 / n)
-    return mean - half, mean + half
+    runs, used, winner = 0, 0, names[1] if baseline_key is not None and len(names) > 1 else names[0]
+    policy = None
+    if plan.select and len(names) > 1:
+        policy = Intensifier(names, spec, [fresh_seed(j) for j in range(spec.max_seeds)], budget=plan.budget,
+                             worst=0.0, mode=study.search.mode)
+        while not policy.done:
+            batch = policy.next_runs()
+            if not batch:
+                break
+            for name, seed in batch:
+                policy.record(name, seed, objective(keys[name], seed))
+        winner, runs = policy.winner, policy.spent
+        used = max(len(row["seeds"]) for row in policy.summary()["final"])
+    seeds = [fresh_seed(j) for j in range(used, used + plan.confirm_seeds)]
+    winner_runs = [table.run(keys[winner], s) for s in seeds]
+    values = [r.test for r in winner_runs]
+    base = [table.run(baseline_key, s).test for s in seeds] if baseline_key is not None else None
+    runs += len(seeds) * (1 if base is None or winner == "baseline" else 2)
+    decision = gate(values, base, collapsed=[r.collapsed for r in winner_runs], worst=0.0,
+                    max_collapse_share=spec.max_collapse_share, mode=study.search.mode,
+                    winner_is_baseline=winner == "baseline")
+    return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
+            "seeds_used": used + len(seeds), "recommend": decision["recommend"], "plan": plan}
 
 
 # --------------------------------------------------------------------------- one study, one design
@@ -281,6 +280,8 @@ def design_study(design: Design, study_seed: int):
 
 def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, Any]:
     """One simulated study: search, then the design's pick; what it ships and what that is worth."""
+    from ratiotune.stats import describe
+
     study = design_study(design, study_seed)
     perm = [int(s) for s in np.random.default_rng(study_seed).permutation(table.seeds)]
 
@@ -301,26 +302,25 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
         shipped = max(clean, key=lambda t: t.objective).key
         record["reported"] = max(t.objective for t in clean)
     else:
-        entrants: list[SimTrial] = []
-        for t in sorted(clean, key=lambda t: -t.objective):  # race.contenders: distinct configs, best first
-            if all(t.config != e.config for e in entrants):
-                entrants.append(t)
-            if len(entrants) == study.race.top_k:
-                break
         first_fresh = design.search_seeds
-        result = halving_race(study, entrants, baseline_key, table, lambda j: seed_at(first_fresh + j))
+        ranked = sorted(clean, key=lambda t: -t.objective)
+        result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table, lambda j: seed_at(first_fresh + j), search_epochs)
         record["race_epochs"] = result["runs"] * study.train.epochs
-        record["reused_seeds"] = max(0, first_fresh + len(result["seeds"]) + 2 - len(perm))
-        passed = gate(result["values"], result["baseline_values"])
+        record["reused_seeds"] = max(0, first_fresh + result["seeds_used"] - len(perm))
+        passed = result["recommend"] or baseline_key is None
         record["passed_gate"] = passed
         shipped = result["winner"] if passed else baseline_key
         shipped_values = result["values"] if passed else result["baseline_values"]
         record["reported"] = statistics.fmean(shipped_values)
-        interval = prediction_interval(shipped_values)
+        stats = describe(shipped_values, value_range=(0.0, 1.0))
+        interval = stats["pi95"]
+        if stats["ci95"]:
+            record["ci_low"], record["ci_high"] = stats["ci95"]
         if interval:
             record["pi_low"], record["pi_high"] = interval
             # A new run's value: every table seed this study never trained the shipped config on.
-            unused = [s for s in table.seeds if s not in result["seeds"]]
+            used = set(perm[: first_fresh + result["seeds_used"]])
+            unused = [s for s in table.seeds if s not in used]
             news = [table.run(shipped, s).test for s in unused]
             record["pi_covers_new_run"] = statistics.fmean(interval[0] <= v <= interval[1] for v in news) if news else None
         record["raced_winner"] = result["winner"]
@@ -332,6 +332,7 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
     })
     if record["pi_low"] is not None:
         record["pi_covers_true"] = record["pi_low"] <= true <= record["pi_high"]
+        record["ci_covers_true"] = record["ci_low"] <= true <= record["ci_high"]
     return record
 
 
@@ -374,6 +375,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     q1, med, q3 = np.percentile(trues, [25, 50, 75])
     covered = [r["pi_covers_true"] for r in records if "pi_covers_true" in r]
     new_run = [r["pi_covers_new_run"] for r in records if r.get("pi_covers_new_run") is not None]
+    ci = [r["ci_covers_true"] for r in records if "ci_covers_true" in r]
     gated = [r for r in records if r["passed_gate"] is not None]
     return {
         "studies": len(records),
@@ -384,6 +386,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "trial_epochs_max": max(r["trial_epochs"] for r in records),
         "pi_covers_true": statistics.fmean(covered) if covered else None,
         "pi_covers_new_run": statistics.fmean(new_run) if new_run else None,
+        "ci_covers_true": statistics.fmean(ci) if ci else None,
         "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
         "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
     }
@@ -399,14 +402,15 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: 
         f"{table.best_key} true value {table.best_value:.3f}.",
         "",
         "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs median (max) | "
-        "PI holds true value | PI holds a new run | not confirmed | worse than baseline |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "PI holds a new run | PI holds true value | CI holds true value | not confirmed | worse than baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, records in results.items():
         s = summarize(records)
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
-            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_true'])} | {pct(s['pi_covers_new_run'])} | "
+            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | {pct(s['pi_covers_true'])} | "
+            f"{pct(s['ci_covers_true'])} | "
             f"{pct(s['not_confirmed'])} | {pct(s['worse_than_baseline'])} |"
         )
     lines += ["", "Designs:", ""]
@@ -448,7 +452,8 @@ def plot(table: Table, results: dict[str, list[dict[str, Any]]], path: Path) -> 
 
 def write_csv(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
     fields = ["design", "study", "shipped", "true", "ratio", "trial_epochs", "search_epochs", "race_epochs",
-              "passed_gate", "reported", "pi_low", "pi_high", "pi_covers_true", "pi_covers_new_run", "worse_than_baseline"]
+              "passed_gate", "reported", "pi_low", "pi_high", "pi_covers_true", "pi_covers_new_run", "ci_covers_true",
+              "worse_than_baseline", "reused_seeds"]
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
