@@ -204,7 +204,7 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
     ranked: the search's clean trials, best objective first; baseline: its four values (None: none).
     fresh_seed(j): the j-th fresh seed.
     """
-    from ratiotune.intensify import Intensifier, gate
+    from ratiotune.intensify import Intensifier, PlanError, gate
     from ratiotune.objective import trailing_mean
 
     epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
@@ -215,7 +215,11 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
         if t.config not in configs:
             configs.append(t.config)
             challengers.append(t.key)
-    plan = study.race_plan(search_epochs=search_epochs, available=len(challengers))
+    try:
+        plan = study.race_plan(search_epochs=search_epochs, available=len(challengers))
+    except PlanError:
+        # race.py refuses the race (numbers set in the study that cannot fit): nothing is recommended.
+        return {"refused": True}
     challengers = challengers[: plan.challengers]
     # Names: one per contender; two search configs may share a grid point (they are raced apart).
     keys = {f"c{i}": key for i, key in enumerate(challengers)}
@@ -305,13 +309,17 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
         first_fresh = design.search_seeds
         ranked = sorted(clean, key=lambda t: -t.objective)
         result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table, lambda j: seed_at(first_fresh + j), search_epochs)
+        if result.get("refused"):
+            record["refused"] = True
+            result = {"recommend": False, "winner": baseline_key, "values": [], "baseline_values": [], "runs": 0,
+                      "seeds": [], "seeds_used": 0}
         record["race_epochs"] = result["runs"] * study.train.epochs
         record["reused_seeds"] = max(0, first_fresh + result["seeds_used"] - len(perm))
         passed = result["recommend"] or baseline_key is None
         record["passed_gate"] = passed
         shipped = result["winner"] if passed else baseline_key
         shipped_values = result["values"] if passed else result["baseline_values"]
-        record["reported"] = statistics.fmean(shipped_values)
+        record["reported"] = statistics.fmean(shipped_values) if shipped_values else None
         stats = describe(shipped_values, value_range=(0.0, 1.0))
         interval = stats["pi95"]
         if stats["ci95"]:
@@ -344,25 +352,43 @@ def simulate_design(design: Design, table: Table, studies: int, first: int = 0) 
 
 
 def designs(budget: int) -> list[Design]:
-    """The pipelines compared. `budget` is the shipped design's median total in trial-epochs: random
-    search gets that many (FIFO, so budget // epochs trials)."""
+    """The pipelines compared, all from smoke.yaml. `budget`: the smoke design's median total in
+    trial-epochs; the random searches get that many (FIFO: budget // epochs full-length trials), the
+    other designs are sized near it (their compute is in the table, to check)."""
     random_trials = max(1, budget // 12)
+    random = (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo", "race.enabled=false")
     return [
-        Design("shipped", note="smoke.yaml before this issue: TPE (10 random start-up trials), 8 samples, ASHA 4/2, race 4/1/4"),
-        Design("random", (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo",
-                          "search.start_with_baseline=false", "race.enabled=false"), pick="best-epoch",
-               note=f"today's practice at equal compute: {random_trials} random trials, full length, best single epoch"),
-        Design("random-objective", (f"search.num_samples={random_trials}", "search.sampler=random",
-                                    "search.scheduler.type=fifo", "race.enabled=false"), pick="objective",
-               note="random search at equal compute, ranked by the trailing-mean objective, no race"),
-        Design("tpe-startup4", ("search.startup_trials=4",)),
-        Design("tpe-startup4-mv", ("search.startup_trials=4", "search.multivariate=true")),
-        Design("gp-startup4", ("search.sampler=gp", "search.startup_trials=4")),
+        Design("smoke", note="smoke.yaml with issue 23's race: TPE with Optuna's 10 random start-up trials "
+               "(so 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults"),
+        Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
+               note=f"today's practice (bench/search_quality.py's random): {random_trials} random full-length trials, "
+               "the best single epoch wins, no race"),
+        Design("random-objective", random, pick="objective",
+               note=f"{random_trials} random full-length trials, the best trailing-mean objective wins, no race"),
+        Design("random-race", ("search.sampler=random",), note="the smoke pipeline with a random sampler"),
+        # Leaving the start-up phase within 8 samples.
+        Design("tpe-start3", ("search.startup_trials=3",)),
+        Design("tpe-start5", ("search.startup_trials=5",)),
+        Design("tpe-start3-mv", ("search.startup_trials=3", "search.multivariate=true")),
+        Design("gp-start3", ("search.sampler=gp", "search.startup_trials=3")),
         Design("qmc", ("search.sampler=qmc",)),
-        Design("no-race-16", ("search.num_samples=20", "race.enabled=false"), pick="objective",
-               note="all compute to the search, ship the best objective"),
-        Design("12-samples-top3", ("search.num_samples=12", "search.startup_trials=5", "race.top_k=3")),
-        Design("seeds-as-instances", ("search.startup_trials=4",), search_seeds=4),
+        # ASHA.
+        Design("tpe-start3-grace2", ("search.startup_trials=3", "search.scheduler.grace_period=2")),
+        Design("tpe-start3-grace6-rf3", ("search.startup_trials=3", "search.scheduler.grace_period=6",
+                                         "search.scheduler.reduction_factor=3")),
+        Design("tpe-start3-fifo", ("search.startup_trials=3", "search.scheduler.type=fifo", "race.max_share=0.65")),
+        # More samples, a smaller race (same total).
+        Design("tpe-12-start4-share60", ("search.num_samples=12", "search.startup_trials=4", "race.max_share=0.6")),
+        Design("tpe-16-start5-share50", ("search.num_samples=16", "search.startup_trials=5", "race.max_share=0.5")),
+        # The race's knobs.
+        Design("tpe-start3-top2", ("search.startup_trials=3", "race.top_k=2")),
+        Design("tpe-start3-cut25", ("search.startup_trials=3", "race.cut_level=0.25")),
+        Design("tpe-start3-confirm6", ("search.startup_trials=3", "race.confirm_seeds=6")),
+        # Seeds as instances during the search: trial i trains on seed i mod k.
+        Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
+        # Everything to the search.
+        Design("tpe-20-start5-norace", ("search.num_samples=20", "search.startup_trials=5", "race.enabled=false"),
+               pick="objective", note="20 samples, no race: the best objective ships"),
     ]
 
 
@@ -389,6 +415,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "ci_covers_true": statistics.fmean(ci) if ci else None,
         "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
         "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
+        "refused": statistics.fmean(bool(r.get("refused")) for r in records),
     }
 
 
@@ -407,11 +434,12 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: 
     ]
     for name, records in results.items():
         s = summarize(records)
+        refused = f" ({pct(s['refused'])} refused)" if s["refused"] else ""
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
             f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | {pct(s['pi_covers_true'])} | "
             f"{pct(s['ci_covers_true'])} | "
-            f"{pct(s['not_confirmed'])} | {pct(s['worse_than_baseline'])} |"
+            f"{pct(s['not_confirmed'])}{refused} | {pct(s['worse_than_baseline'])} |"
         )
     lines += ["", "Designs:", ""]
     for name in results:
@@ -472,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     table = load_table(args.table)
     started = time.perf_counter()
-    shipped = simulate_design(Design("shipped"), table, min(args.studies, 100))
+    shipped = simulate_design(Design("smoke"), table, min(args.studies, 100))
     budget = int(np.median([r["trial_epochs"] for r in shipped]))
     catalogue = {d.name: d for d in designs(budget)}
     chosen = args.designs.split(",") if args.designs else list(catalogue)
