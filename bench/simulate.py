@@ -384,6 +384,12 @@ def designs(budget: int) -> list[Design]:
         Design("tpe-start3-top2", ("search.startup_trials=3", "race.top_k=2")),
         Design("tpe-start3-cut25", ("search.startup_trials=3", "race.cut_level=0.25")),
         Design("tpe-start3-confirm6", ("search.startup_trials=3", "race.confirm_seeds=6")),
+        # A stronger gate: 6 confirmation seeds (the plan fits the selection into what is left).
+        Design("tpe-start4-confirm6", ("search.startup_trials=4", "race.confirm_seeds=6")),
+        Design("tpe-12-start4-mv-confirm6", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true",
+                                             "race.confirm_seeds=6", "race.max_share=0.6")),
+        Design("tpe-16-start5-mv-confirm6", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true",
+                                             "race.confirm_seeds=6", "race.max_share=0.5")),
         # Seeds as instances during the search: trial i trains on seed i mod k.
         Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
         # Everything to the search.
