@@ -267,8 +267,14 @@ class Design:
 
     name: str
     overrides: tuple[str, ...] = ()
-    pick: str = "race"  # race (race + gate), objective (best search objective), best-epoch (today's practice)
+    # race (race + gate), objective (best search objective), best-epoch (today's practice), or oracle:
+    # the sampled config with the best true value (no real pipeline can: the bound on what the
+    # search's samples hold).
+    pick: str = "race"
     search_seeds: int = 1  # >1: search trial i trains on seed i mod search_seeds (seeds as instances)
+    # race: values applied as if they were RaceSpec's defaults (not set in the study file), so the
+    # plan may lower them to fit max_share (intensify.plan never lowers what a study file sets).
+    race_defaults: tuple[tuple[str, Any], ...] = ()
     note: str = ""
 
 
@@ -279,7 +285,12 @@ def design_study(design: Design, study_seed: int):
     raw["train"]["seed"] = study_seed
     for override in design.overrides:
         apply_override(raw, override)
-    return validate_study(raw, source=f"design {design.name}")
+    study = validate_study(raw, source=f"design {design.name}")
+    if design.race_defaults:
+        race = study.race.model_copy(update=dict(design.race_defaults))
+        race.__pydantic_fields_set__.difference_update(dict(design.race_defaults))
+        study.race = race
+    return study
 
 
 def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, Any]:
@@ -302,6 +313,8 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
     if design.pick == "best-epoch":
         shipped = max(clean, key=lambda t: t.best_epoch_value).key
         record["reported"] = max(clean, key=lambda t: t.best_epoch_value).best_epoch_value
+    elif design.pick == "oracle":
+        shipped = max({t.key for t in trials}, key=table.true_value)
     elif design.pick == "objective" or not study.race.enabled:
         shipped = max(clean, key=lambda t: t.objective).key
         record["reported"] = max(t.objective for t in clean)
@@ -376,20 +389,29 @@ def designs(budget: int) -> list[Design]:
         Design("tpe-start3-grace2", ("search.startup_trials=3", "search.scheduler.grace_period=2")),
         Design("tpe-start3-grace6-rf3", ("search.startup_trials=3", "search.scheduler.grace_period=6",
                                          "search.scheduler.reduction_factor=3")),
-        Design("tpe-start3-fifo", ("search.startup_trials=3", "search.scheduler.type=fifo", "race.max_share=0.65")),
+        Design("tpe-start3-fifo", ("search.startup_trials=3", "search.scheduler.type=fifo"), race_defaults=(("max_share", 0.65),)),
         # More samples, a smaller race (same total).
-        Design("tpe-12-start4-share60", ("search.num_samples=12", "search.startup_trials=4", "race.max_share=0.6")),
-        Design("tpe-16-start5-share50", ("search.num_samples=16", "search.startup_trials=5", "race.max_share=0.5")),
+        Design("tpe-12-start4-share60", ("search.num_samples=12", "search.startup_trials=4"), race_defaults=(("max_share", 0.6),)),
+        Design("tpe-16-start5-share50", ("search.num_samples=16", "search.startup_trials=5"), race_defaults=(("max_share", 0.5),)),
         # The race's knobs.
         Design("tpe-start3-top2", ("search.startup_trials=3", "race.top_k=2")),
         Design("tpe-start3-cut25", ("search.startup_trials=3", "race.cut_level=0.25")),
         Design("tpe-start3-confirm6", ("search.startup_trials=3", "race.confirm_seeds=6")),
-        # A stronger gate: 6 confirmation seeds (the plan fits the selection into what is left).
-        Design("tpe-start4-confirm6", ("search.startup_trials=4", "race.confirm_seeds=6")),
-        Design("tpe-12-start4-mv-confirm6", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true",
-                                             "race.confirm_seeds=6", "race.max_share=0.6")),
-        Design("tpe-16-start5-mv-confirm6", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true",
-                                             "race.confirm_seeds=6", "race.max_share=0.5")),
+        # A stronger gate: 6 confirmation seeds as the default (the plan lowers it, then the selection, to fit).
+        Design("tpe-start3-mv-confirm6", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6),)),
+        Design("tpe-12-start4-mv-confirm6", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6), ("max_share", 0.6))),
+        Design("tpe-16-start5-mv-confirm6", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6), ("max_share", 0.5))),
+        Design("tpe-12-start4-mv", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"), race_defaults=(("max_share", 0.6),)),
+        Design("tpe-16-start5-mv", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"), race_defaults=(("max_share", 0.5),)),
+        # Bounds: what the sampled configs hold (perfect selection, no compute for it).
+        Design("random-oracle", random, pick="oracle",
+               note=f"{random_trials} random configs, the one with the best true value ships (an upper bound, not a method)"),
+        Design("tpe-16-start5-mv-oracle", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true",
+                                           "race.enabled=false"), pick="oracle",
+               note="the 16-sample multivariate TPE search's configs, the best true value ships (an upper bound)"),
         # Seeds as instances during the search: trial i trains on seed i mod k.
         Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
         # Everything to the search.
