@@ -406,6 +406,18 @@ def designs(budget: int) -> list[Design]:
                race_defaults=(("confirm_seeds", 6), ("max_share", 0.5))),
         Design("tpe-12-start4-mv", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"), race_defaults=(("max_share", 0.6),)),
         Design("tpe-16-start5-mv", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"), race_defaults=(("max_share", 0.5),)),
+        # More of the budget to the race's selection: more challengers on paired seeds.
+        Design("tpe-8-start3-mv-race75", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.75),)),
+        Design("tpe-8-start3-mv-race75-top3", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.75), ("top_k", 3))),
+        Design("tpe-6-start3-mv-race80", ("search.num_samples=6", "search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.8),)),
+        Design("tpe-8-start3-mv-grace2-race80", ("search.startup_trials=3", "search.multivariate=true",
+                                                 "search.scheduler.grace_period=2"), race_defaults=(("max_share", 0.8),)),
+        Design("tpe-12-start4-mv-grace2-race75", ("search.num_samples=12", "search.startup_trials=4",
+                                                  "search.multivariate=true", "search.scheduler.grace_period=2"),
+               race_defaults=(("max_share", 0.75),)),
         # Bounds: what the sampled configs hold (perfect selection, no compute for it).
         Design("random-oracle", random, pick="oracle",
                note=f"{random_trials} random configs, the one with the best true value ships (an upper bound, not a method)"),
