@@ -278,6 +278,7 @@ class Design:
     # race: values applied as if they were RaceSpec's defaults (not set in the study file), so the
     # plan may lower them to fit max_share (intensify.plan never lowers what a study file sets).
     race_defaults: tuple[tuple[str, Any], ...] = ()
+    as_shipped: bool = False  # smoke.yaml exactly as it is in the repository (its search settings included)
     note: str = ""
 
 
@@ -286,6 +287,10 @@ def design_study(design: Design, study_seed: int):
 
     raw = yaml.safe_load(SMOKE.read_text())
     raw["train"]["seed"] = study_seed
+    if not design.as_shipped:
+        # Every other design starts from smoke as it was before this choice: Optuna's sampler defaults.
+        for name in ("startup_trials", "multivariate"):
+            raw["search"].pop(name, None)
     for override in design.overrides:
         apply_override(raw, override)
     study = validate_study(raw, source=f"design {design.name}")
@@ -374,8 +379,9 @@ def designs(budget: int) -> list[Design]:
     random_trials = max(1, budget // 12)
     random = (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo", "race.enabled=false")
     return [
-        Design("smoke", note="smoke.yaml with issue 23's race: TPE with Optuna's 10 random start-up trials "
-               "(so 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults"),
+        Design("shipped", as_shipped=True, note="studies/smoke.yaml as it is in the repository"),
+        Design("smoke-before", note="smoke.yaml before this choice (issue 23's race): TPE with Optuna's 10 random "
+               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults"),
         Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
                note=f"today's practice (bench/search_quality.py's random): {random_trials} random full-length trials, "
                "the best single epoch wins, no race"),
@@ -438,7 +444,7 @@ def designs(budget: int) -> list[Design]:
 # What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
 # (and gp-start3: ~2 s a study for the GP fit) with --designs.
 COMPARED = (
-    "smoke", "random", "random-objective", "random-race", "qmc", "tpe-start3", "tpe-start3-mv", "tpe-start3-grace2",
+    "shipped", "smoke-before", "random", "random-objective", "random-race", "qmc", "tpe-start3", "tpe-start3-mv", "tpe-start3-grace2",
     "tpe-start3-seeds2", "tpe-start3-mv-confirm6", "tpe-8-start3-mv-race75", "tpe-12-start4-mv",
     "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
 )

@@ -131,15 +131,15 @@ def test_the_simulated_sampler_proposes_what_the_real_search_proposes(sim, tmp_p
 def test_a_study_counts_its_compute_in_trial_epochs_and_the_race_keeps_to_its_share(sim, tmp_path):
     table = sim.load_table(write_table(tmp_path / "t.csv", seeds=range(10)))
     for seed in range(4):
-        record = sim.simulate_study(sim.Design("smoke"), table, seed)
-        study = sim.design_study(sim.Design("smoke"), seed)
+        record = sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed)
+        study = sim.design_study(sim.Design("shipped", as_shipped=True), seed)
         assert record["search_epochs"] <= study.search.num_samples * study.train.epochs
         assert record["trial_epochs"] == record["search_epochs"] + record["race_epochs"]
         # The race fitted to race.max_share of the study, the search counted as it really ran (intensify.plan).
         plan = study.race_plan(search_epochs=record["search_epochs"])
         assert 0 < record["race_epochs"] <= plan.runs * study.train.epochs
         assert record["race_epochs"] / record["trial_epochs"] <= study.race.max_share + 1e-9
-        assert sim.simulate_study(sim.Design("smoke"), table, seed) == record  # deterministic
+        assert sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed) == record  # deterministic
 
 
 def test_the_gate_ships_the_baseline_when_no_challenger_is_shown_better(sim, tmp_path):
@@ -150,7 +150,7 @@ def test_the_gate_ships_the_baseline_when_no_challenger_is_shown_better(sim, tmp
     path.write_text("\n".join(flat) + "\n")
     table = sim.load_table(path)
     for seed in range(3):
-        record = sim.simulate_study(sim.Design("smoke"), table, seed)
+        record = sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed)
         assert record["passed_gate"] is False and record["shipped"] == (1e-4, 8, 32)  # the baseline's grid point
 
 
@@ -169,6 +169,6 @@ def test_replays_against_the_committed_table(sim):
     table = sim.load_table(COMMITTED)
     assert len(table.keys) == 60 and len(table.seeds) >= 8
     for seed in range(3):
-        record = sim.simulate_study(sim.Design("smoke"), table, seed)
+        record = sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed)
         assert 0 <= record["ratio"] <= 1 and record["trial_epochs"] <= 8 * 12 / (1 - 0.7) + 1
         assert record["shipped"] in table.keys
