@@ -508,6 +508,8 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: 
         d = catalogue[name]
         what = d.note or ", ".join(d.overrides) or "as shipped"
         extra = f"; search trials rotate over {d.search_seeds} seeds" if d.search_seeds > 1 else ""
+        if d.race_defaults:
+            extra += "; race defaults " + ", ".join(f"{k} {v}" for k, v in d.race_defaults)
         lines.append(f"- **{name}**: {what}{extra}")
     return "\n".join(lines) + "\n"
 
