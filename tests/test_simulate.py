@@ -172,3 +172,17 @@ def test_replays_against_the_committed_table(sim):
         record = sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed)
         assert 0 <= record["ratio"] <= 1 and record["trial_epochs"] <= 8 * 12 / (1 - 0.7) + 1
         assert record["shipped"] in table.keys
+
+
+def test_the_sampler_settings_are_validated_and_reach_optuna(sim):
+    from ratiotune.search import make_sampler
+    from ratiotune.study import StudyError
+
+    study = sim.design_study(sim.Design("shipped", as_shipped=True), 0)
+    sampler = make_sampler(study)
+    assert type(sampler).__name__ == "TPESampler"
+    assert sampler._n_startup_trials == study.search.startup_trials == 3 and sampler._multivariate
+    with pytest.raises(StudyError, match=r"startup_trials: 3 is used only by sampler tpe or gp; sampler 'random'"):
+        sim.design_study(sim.Design("bad", ("search.sampler=random", "search.startup_trials=3")), 0)
+    with pytest.raises(StudyError, match=r"multivariate: true is a tpe option; sampler is 'qmc'"):
+        sim.design_study(sim.Design("bad", ("search.sampler=qmc", "search.multivariate=true")), 0)
