@@ -59,12 +59,7 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
         return BasicVariantGenerator(random_state=study.train.seed)
     if not study.search.space:
         return None  # nothing to search: num_samples repeats of the fixed config
-    seed = study.train.seed
-    sampler = {
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed),
-        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-        "qmc": lambda: optuna.samplers.QMCSampler(seed=seed, scramble=True),
-    }[study.search.sampler]()
+    sampler = make_sampler(study)
     # The baseline is the first trial: every study then measures the hand-picked config
     # under exactly its own conditions, and the race can state the winner's margin over it.
     baseline = study.baseline()
@@ -77,6 +72,28 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
         location=optuna_location, study_name=split_location(experiment_dir)[1], baseline=baseline, epochs=study.train.epochs,
         experiment_dir=str(experiment_dir), sampler=sampler,
     )
+
+
+def make_sampler(study: Study):
+    """The Optuna sampler of a study, seeded with train.seed: the one object both a search and
+    bench/simulate.py ask for configs, so a simulated study samples exactly as a real one does.
+
+    startup_trials: TPE and GP draw their first n trials at random (Optuna's default n is 10,
+    so an 8-trial study never leaves that phase and its draws equal random search's); the
+    baseline trial counts as one of them.
+    """
+    import optuna
+
+    search, seed = study.search, study.train.seed
+    startup = {} if search.startup_trials is None else {"n_startup_trials": search.startup_trials}
+    if search.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=search.multivariate, **startup)
+    if search.sampler == "gp":
+        # The objective is noisy (one seed, 48 eval pairs): a GP that fits it as exact would chase noise.
+        return optuna.samplers.GPSampler(seed=seed, deterministic_objective=False, **startup)
+    if search.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.QMCSampler(seed=seed, scramble=True)  # experimental in Optuna 5 (a warning)
 
 
 def make_scheduler(study: Study):

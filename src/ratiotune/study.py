@@ -232,8 +232,18 @@ class SearchSpec(Strict):
     max_failures: int = Field(
         2, ge=0, description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored."
     )
-    sampler: Literal["tpe", "random", "qmc"] = Field(
-        "tpe", description="Optuna sampler, seeded with train.seed (TPE samples at random for its first 10 trials)."
+    sampler: Literal["tpe", "gp", "random", "qmc"] = Field(
+        "tpe",
+        description="Optuna sampler, seeded with train.seed: tpe, gp (Gaussian process, noisy objective), random, "
+        "or qmc (scrambled Sobol). tpe and gp draw their first startup_trials trials at random.",
+    )
+    startup_trials: Optional[int] = Field(
+        None, ge=1,
+        description="tpe/gp: trials drawn at random (the baseline included) before the sampler models the results; "
+        "null = Optuna's default, 10 (an 8-trial study then never leaves the random phase).",
+    )
+    multivariate: bool = Field(
+        False, description="tpe: model the parameters jointly (multivariate TPE) instead of one at a time."
     )
     scheduler: SchedulerSpec = Field(SchedulerSpec(), description="When trials stop early (ASHA) or swap weights (PBT).")
     optuna_storage: Optional[str] = Field(
@@ -260,6 +270,13 @@ class SearchSpec(Strict):
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"space: {name!r} cannot be searched{hint}; allowed: {', '.join(SEARCHABLE)}")
             _check_space_value(name, spec)
+        if self.startup_trials is not None and self.sampler not in ("tpe", "gp"):
+            raise ValueError(
+                f"startup_trials: {self.startup_trials} is used only by sampler tpe or gp; sampler {self.sampler!r} "
+                "draws every trial the same way (remove startup_trials or set sampler: tpe)"
+            )
+        if self.multivariate and self.sampler != "tpe":
+            raise ValueError(f"multivariate: true is a tpe option; sampler is {self.sampler!r} (set sampler: tpe or remove it)")
         if self.optuna_storage is not None:
             scheme = self.optuna_storage.partition("://")[0].split("+")[0]
             if "://" not in self.optuna_storage or scheme not in OPTUNA_URL_SCHEMES:

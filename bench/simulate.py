@@ -1,0 +1,592 @@
+"""Replay whole studies against the tabulated smoke benchmark: the real sampler, ASHA, objective, race and gate, no training.
+
+    python bench/simulate.py                          # every design, 200 studies each (minutes, one core)
+    python bench/simulate.py --studies 20 --designs shipped,random
+    python bench/simulate.py --table bench/table/smoke_table.csv --out docs/bench/simulate
+
+bench/smoke_table.py trained every config of a grid over smoke's space on many seeds and kept
+each run's eval curve (the search's signal) and its final test figure (what `best` reports).
+A simulated study runs the pipeline's own pieces against that table instead of training:
+
+- the sampler: `search.make_sampler(study)` asked and told through Optuna's ask/tell, with the
+  distributions Ray's OptunaSearch builds from `search.param_space(study)`, the baseline enqueued
+  first (OptunaSearch's points_to_evaluate);
+- the scheduler: `search.make_scheduler(study)` itself (Ray's AsyncHyperBandScheduler; it needs
+  only a trial id, so it runs outside a Tune run unchanged), fed `search/objective` every epoch;
+- the objective: `objective.trailing_mean` over the study's window; a diverged epoch reports NaN
+  and ends the trial, as the trainable does;
+- max_concurrent_trials: an event loop in trial-epochs; a trial is asked for when a slot frees;
+- the race and the gate (race_policy below).
+
+A trial at config c with seed s reads the row of the nearest grid point (log learning rate) for
+that seed, epoch by epoch. Each simulated study k seeds its sampler with k (train.seed = k) and
+draws its own permutation of the table's seeds: the search trials train on the first one (every
+real search trial trains with train.seed), the race's fresh seeds are the next ones.
+
+A config's true value is the table's mean over all its seeds of the final test figure, a
+collapsed or diverged run counted as 0; a study is judged by the true value of what it ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "studies" / "smoke.yaml"
+TABLE = REPO / "bench" / "table" / "smoke_table.csv"
+OUT = REPO / "docs" / "bench" / "simulate"
+PLOT = REPO / "docs" / "img" / "simulate_designs.png"
+# The smoke study's total compute as issue 24 measured it before this change: 80 trial-epochs of
+# search (8 trials, ASHA) + 168 of race (14 runs x 12 epochs). Designs are compared at this budget.
+SMOKE_BUDGET = 248
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the table: a config on one seed."""
+
+    curve: tuple[float, ...]  # eval/in_range_fraction per epoch, up to (not including) divergence
+    diverged_epoch: int | None  # the epoch that reported NaN, or None
+    test: float  # final-epoch builtin:test in-range fraction; 0 when collapsed or diverged
+    collapsed: bool
+
+
+Key = tuple[float, int, int]  # (learning_rate, num_generations, max_new_tokens) of a grid point
+
+
+class Table:
+    """The grid's runs by (grid point, seed); seeds are the ones every grid point has (a table still
+    being built is used only where it is complete)."""
+
+    def __init__(self, runs: dict[Key, dict[int, Run]]):
+        self.runs = runs
+        self.keys = sorted(runs)
+        self.learning_rates = sorted({k[0] for k in self.keys})
+        self.seeds = sorted(set.intersection(*(set(by_seed) for by_seed in runs.values())))
+        if not self.seeds:
+            raise ValueError("the table has no seed that every grid point was trained on")
+        self.epochs = max(len(r.curve) + (r.diverged_epoch is not None) for by in runs.values() for r in by.values())
+        self._true = {k: statistics.fmean(runs[k][s].test for s in self.seeds) for k in self.keys}
+        self.best_value = max(self._true.values())
+        self.best_key = max(self._true, key=self._true.get)
+
+    def point(self, config: dict[str, Any]) -> Key:
+        """The grid point nearest to a config: learning rate by log distance, the choices exactly."""
+        lr = min(self.learning_rates, key=lambda v: abs(math.log(v) - math.log(config["learning_rate"])))
+        key = (lr, int(config["num_generations"]), int(config["max_new_tokens"]))
+        if key not in self.runs:
+            raise KeyError(f"config {config} maps to {key}, which the table does not hold")
+        return key
+
+    def run(self, key: Key, seed: int) -> Run:
+        return self.runs[key][seed]
+
+    def true_value(self, key: Key) -> float:
+        return self._true[key]
+
+
+def load_table(path: Path = TABLE) -> Table:
+    """Read bench/smoke_table.py's CSV (columns learning_rate, num_generations, max_new_tokens, seed,
+    e1..eN, test_in_range, collapsed, diverged_epoch, seconds)."""
+    runs: dict[Key, dict[int, Run]] = {}
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            epochs = sorted((k for k in row if k[:1] == "e" and k[1:].isdigit()), key=lambda k: int(k[1:]))
+            curve = tuple(float(row[k]) for k in epochs if row[k] != "")
+            diverged = int(row["diverged_epoch"]) if row["diverged_epoch"] else None
+            collapsed = row["collapsed"] == "1"
+            test = 0.0 if collapsed or row["test_in_range"] == "" else float(row["test_in_range"])
+            key = (float(row["learning_rate"]), int(row["num_generations"]), int(row["max_new_tokens"]))
+            runs.setdefault(key, {})[int(row["seed"])] = Run(curve, diverged, test, collapsed)
+    return Table(runs)
+
+
+# --------------------------------------------------------------------------- one search
+
+
+@dataclass
+class SimTrial:
+    number: int
+    config: dict[str, Any]
+    key: Key
+    seed: int
+    optuna_trial: Any
+    history: list[float] = field(default_factory=list)
+    epoch: int = 0
+    objective: float = float("nan")
+    best_epoch_value: float = float("nan")  # today's practice ranks by the best single epoch
+    diverged: bool = False
+    done: bool = False
+
+    @property
+    def ray_trial(self) -> SimpleNamespace:
+        return SimpleNamespace(trial_id=f"trial_{self.number:05d}")  # all ASHA reads of a trial
+
+
+def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
+    """One search, as build_tuner wires it: the study's sampler, scheduler, objective and concurrency.
+
+    trial_seed(number) is the table seed trial `number` trains on. Time advances in epochs: every
+    running trial reports once per step (in trial order), then freed slots are filled.
+    """
+    import optuna
+    from ray.tune.schedulers import TrialScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from ratiotune.objective import OBJECTIVE, trailing_mean
+    from ratiotune.search import make_sampler, make_scheduler, param_space
+
+    search, epochs = study.search, study.train.epochs
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    ot = optuna.create_study(sampler=make_sampler(study), direction="maximize" if search.mode == "max" else "minimize")
+    baseline = study.baseline()
+    if baseline:
+        ot.enqueue_trial(baseline)  # OptunaSearch's points_to_evaluate
+    distributions = OptunaSearch.convert_search_space(param_space(study))
+    scheduler = make_scheduler(study)
+    scheduler.set_search_properties(OBJECTIVE, search.mode)  # what TuneConfig(metric=, mode=) does
+    trials: list[SimTrial] = []
+    running: list[SimTrial] = []
+    while True:
+        while len(running) < search.max_concurrent_trials and len(trials) < search.num_samples:
+            ot_trial = ot.ask(fixed_distributions=distributions)
+            config = study.hyperparameters(ot_trial.params)
+            trial = SimTrial(len(trials), config, table.point(config), trial_seed(len(trials)), ot_trial)
+            scheduler.on_trial_add(None, trial.ray_trial)
+            trials.append(trial)
+            running.append(trial)
+        if not running:
+            return trials
+        for trial in running:
+            run = table.run(trial.key, trial.seed)
+            trial.epoch += 1
+            if run.diverged_epoch == trial.epoch:
+                trial.diverged, trial.objective, stop = True, float("nan"), True
+            else:
+                trial.history.append(run.curve[trial.epoch - 1])
+                trial.objective = trailing_mean(trial.history, search.objective_window)
+                trial.best_epoch_value = max(trial.history)
+            result = {"training_iteration": trial.epoch, OBJECTIVE: trial.objective}
+            action = scheduler.on_trial_result(None, trial.ray_trial, result)
+            if trial.diverged or action == TrialScheduler.STOP or trial.epoch >= epochs:
+                scheduler.on_trial_complete(None, trial.ray_trial, result)
+                try:
+                    ot.tell(trial.optuna_trial, trial.objective)  # NaN: Optuna records a failed trial
+                except (ValueError, RuntimeError):
+                    pass
+                trial.done = True
+        running = [t for t in running if not t.done]
+
+
+# --------------------------------------------------------------------------- the race
+
+
+def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table, fresh_seed, search_epochs: int) -> dict[str, Any]:
+    """The race as race.py runs it, on the table: intensify.plan fits it to race.max_share of the
+    study's trial-epochs (the search counted as it really ran), intensify.Intensifier picks the
+    winner against the baseline on paired fresh seeds (the objective at the final epoch, a diverged
+    run scored 0 and counted), and intensify.gate decides on further paired seeds (final-epoch test
+    figure) whether the winner ships or the baseline stands.
+
+    ranked: the search's clean trials, best objective first; baseline: its four values (None: none).
+    fresh_seed(j): the j-th fresh seed.
+    """
+    from ratiotune.intensify import Intensifier, PlanError, gate
+    from ratiotune.objective import trailing_mean
+
+    epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
+    baseline_key = table.point(baseline) if baseline else None
+    challengers: list[Key] = []
+    configs: list[dict] = [baseline] if baseline else []
+    for t in ranked:  # race.contenders: distinct configs, best first; the baseline races as itself
+        if t.config not in configs:
+            configs.append(t.config)
+            challengers.append(t.key)
+    try:
+        plan = study.race_plan(search_epochs=search_epochs, available=len(challengers))
+    except PlanError:
+        # race.py refuses the race (numbers set in the study that cannot fit): nothing is recommended.
+        return {"refused": True}
+    challengers = challengers[: plan.challengers]
+    # Names: one per contender; two search configs may share a grid point (they are raced apart).
+    keys = {f"c{i}": key for i, key in enumerate(challengers)}
+    names = list(keys)
+    if baseline_key is not None:
+        keys["baseline"] = baseline_key
+        names = ["baseline", *names]
+
+    def objective(key: Key, seed: int) -> float | None:
+        run = table.run(key, seed)
+        return None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window)
+
+    runs, used, winner = 0, 0, names[1] if baseline_key is not None and len(names) > 1 else names[0]
+    policy = None
+    if plan.select and len(names) > 1:
+        policy = Intensifier(names, spec, [fresh_seed(j) for j in range(spec.max_seeds)], budget=plan.budget,
+                             worst=0.0, mode=study.search.mode)
+        while not policy.done:
+            batch = policy.next_runs()
+            if not batch:
+                break
+            for name, seed in batch:
+                policy.record(name, seed, objective(keys[name], seed))
+        winner, runs = policy.winner, policy.spent
+        used = max(len(row["seeds"]) for row in policy.summary()["final"])
+    seeds = [fresh_seed(j) for j in range(used, used + plan.confirm_seeds)]
+    winner_runs = [table.run(keys[winner], s) for s in seeds]
+    values = [r.test for r in winner_runs]
+    base = [table.run(baseline_key, s).test for s in seeds] if baseline_key is not None else None
+    runs += len(seeds) * (1 if base is None or winner == "baseline" else 2)
+    decision = gate(values, base, collapsed=[r.collapsed for r in winner_runs], worst=0.0,
+                    max_collapse_share=spec.max_collapse_share, mode=study.search.mode,
+                    winner_is_baseline=winner == "baseline")
+    return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
+            "seeds_used": used + len(seeds), "recommend": decision["recommend"], "plan": plan}
+
+
+# --------------------------------------------------------------------------- one study, one design
+
+
+@dataclass(frozen=True)
+class Design:
+    """A pipeline to compare: smoke.yaml with `--set`-style overrides, plus what the simulator varies
+    that has no study field (yet)."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    # race (race + gate), objective (best search objective), best-epoch (today's practice), or oracle:
+    # the sampled config with the best true value (no real pipeline can: the bound on what the
+    # search's samples hold).
+    pick: str = "race"
+    search_seeds: int = 1  # >1: search trial i trains on seed i mod search_seeds (seeds as instances)
+    # race: values applied as if they were RaceSpec's defaults (not set in the study file), so the
+    # plan may lower them to fit max_share (intensify.plan never lowers what a study file sets).
+    race_defaults: tuple[tuple[str, Any], ...] = ()
+    as_shipped: bool = False  # smoke.yaml exactly as it is in the repository (its search settings included)
+    note: str = ""
+
+
+def design_study(design: Design, study_seed: int):
+    from ratiotune.study import apply_override, validate_study
+
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["train"]["seed"] = study_seed
+    if not design.as_shipped:
+        # Every other design starts from smoke as it was before this choice: Optuna's sampler defaults.
+        for name in ("startup_trials", "multivariate"):
+            raw["search"].pop(name, None)
+    for override in design.overrides:
+        apply_override(raw, override)
+    study = validate_study(raw, source=f"design {design.name}")
+    if design.race_defaults:
+        race = study.race.model_copy(update=dict(design.race_defaults))
+        race.__pydantic_fields_set__.difference_update(dict(design.race_defaults))
+        study.race = race
+    return study
+
+
+def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, Any]:
+    """One simulated study: search, then the design's pick; what it ships and what that is worth."""
+    from ratiotune.stats import describe
+
+    study = design_study(design, study_seed)
+    perm = [int(s) for s in np.random.default_rng(study_seed).permutation(table.seeds)]
+
+    def seed_at(index: int) -> int:
+        return perm[index % len(perm)]  # beyond the table's seeds a seed repeats (counted in `reused`)
+
+    trials = simulate_search(study, table, lambda n: seed_at(n % design.search_seeds))
+    search_epochs = sum(t.epoch for t in trials)
+    baseline = study.baseline()
+    baseline_key = table.point(study.hyperparameters(baseline)) if baseline else None
+    clean = [t for t in trials if not t.diverged and math.isfinite(t.objective)]
+    record: dict[str, Any] = {"design": design.name, "study": study_seed, "search_epochs": search_epochs,
+                              "race_epochs": 0, "passed_gate": None, "reported": None, "pi_low": None, "pi_high": None}
+    if design.pick == "best-epoch":
+        shipped = max(clean, key=lambda t: t.best_epoch_value).key
+        record["reported"] = max(clean, key=lambda t: t.best_epoch_value).best_epoch_value
+    elif design.pick == "oracle":
+        shipped = max({t.key for t in trials}, key=table.true_value)
+    elif design.pick == "objective" or not study.race.enabled:
+        shipped = max(clean, key=lambda t: t.objective).key
+        record["reported"] = max(t.objective for t in clean)
+    else:
+        first_fresh = design.search_seeds
+        ranked = sorted(clean, key=lambda t: -t.objective)
+        result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table, lambda j: seed_at(first_fresh + j), search_epochs)
+        if result.get("refused"):
+            record["refused"] = True
+            result = {"recommend": False, "winner": baseline_key, "values": [], "baseline_values": [], "runs": 0,
+                      "seeds": [], "seeds_used": 0}
+        record["race_epochs"] = result["runs"] * study.train.epochs
+        record["reused_seeds"] = max(0, first_fresh + result["seeds_used"] - len(perm))
+        passed = result["recommend"] or baseline_key is None
+        record["passed_gate"] = passed
+        shipped = result["winner"] if passed else baseline_key
+        shipped_values = result["values"] if passed else result["baseline_values"]
+        record["reported"] = statistics.fmean(shipped_values) if shipped_values else None
+        stats = describe(shipped_values, value_range=(0.0, 1.0))
+        interval = stats["pi95"]
+        if stats["ci95"]:
+            record["ci_low"], record["ci_high"] = stats["ci95"]
+        if interval:
+            record["pi_low"], record["pi_high"] = interval
+            # A new run's value: every table seed this study never trained the shipped config on.
+            used = set(perm[: first_fresh + result["seeds_used"]])
+            unused = [s for s in table.seeds if s not in used]
+            news = [table.run(shipped, s).test for s in unused]
+            record["pi_covers_new_run"] = statistics.fmean(interval[0] <= v <= interval[1] for v in news) if news else None
+        record["raced_winner"] = result["winner"]
+    true = table.true_value(shipped)
+    record.update({
+        "shipped": shipped, "true": true, "ratio": true / table.best_value,
+        "trial_epochs": search_epochs + record["race_epochs"],
+        "worse_than_baseline": baseline_key is not None and shipped != baseline_key and true < table.true_value(baseline_key),
+    })
+    if record["pi_low"] is not None:
+        record["pi_covers_true"] = record["pi_low"] <= true <= record["pi_high"]
+        record["ci_covers_true"] = record["ci_low"] <= true <= record["ci_high"]
+    return record
+
+
+def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:
+    return [simulate_study(design, table, first + k) for k in range(studies)]
+
+
+# --------------------------------------------------------------------------- the designs
+
+
+def designs(budget: int) -> list[Design]:
+    """The pipelines compared, all from smoke.yaml. `budget` (trial-epochs): the random searches get
+    that many (FIFO: budget // epochs full-length trials); the other designs are sized to stay at or
+    under it in the median (their compute is in the output, to check)."""
+    random_trials = max(1, budget // 12)
+    random = (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo", "race.enabled=false")
+    return [
+        Design("shipped", as_shipped=True, note="studies/smoke.yaml as it is in the repository"),
+        Design("smoke-before", note="smoke.yaml before this choice (issue 23's race): TPE with Optuna's 10 random "
+               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults"),
+        Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
+               note=f"today's practice (bench/search_quality.py's random): {random_trials} random full-length trials, "
+               "the best single epoch wins, no race"),
+        Design("random-objective", random, pick="objective",
+               note=f"{random_trials} random full-length trials, the best trailing-mean objective wins, no race"),
+        Design("random-race", ("search.sampler=random",), note="the smoke pipeline with a random sampler"),
+        # Leaving the start-up phase within 8 samples.
+        Design("tpe-start3", ("search.startup_trials=3",)),
+        Design("tpe-start5", ("search.startup_trials=5",)),
+        Design("tpe-start3-mv", ("search.startup_trials=3", "search.multivariate=true")),
+        Design("gp-start3", ("search.sampler=gp", "search.startup_trials=3")),
+        Design("qmc", ("search.sampler=qmc",)),
+        # ASHA.
+        Design("tpe-start3-grace2", ("search.startup_trials=3", "search.scheduler.grace_period=2")),
+        Design("tpe-start3-grace6-rf3", ("search.startup_trials=3", "search.scheduler.grace_period=6",
+                                         "search.scheduler.reduction_factor=3")),
+        Design("tpe-start3-fifo", ("search.startup_trials=3", "search.scheduler.type=fifo"), race_defaults=(("max_share", 0.65),)),
+        # More samples, a smaller race (same total).
+        Design("tpe-12-start4-share60", ("search.num_samples=12", "search.startup_trials=4"), race_defaults=(("max_share", 0.6),)),
+        Design("tpe-16-start5-share50", ("search.num_samples=16", "search.startup_trials=5"), race_defaults=(("max_share", 0.5),)),
+        # The race's knobs.
+        Design("tpe-start3-top2", ("search.startup_trials=3", "race.top_k=2")),
+        Design("tpe-start3-cut25", ("search.startup_trials=3", "race.cut_level=0.25")),
+        Design("tpe-start3-confirm6", ("search.startup_trials=3", "race.confirm_seeds=6")),
+        # A stronger gate: 6 confirmation seeds as the default (the plan lowers it, then the selection, to fit).
+        Design("tpe-start3-mv-confirm6", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6),)),
+        Design("tpe-12-start4-mv-confirm6", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6), ("max_share", 0.6))),
+        Design("tpe-16-start5-mv-confirm6", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6), ("max_share", 0.5))),
+        Design("tpe-12-start4-mv", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"), race_defaults=(("max_share", 0.6),)),
+        Design("tpe-16-start5-mv", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"), race_defaults=(("max_share", 0.5),)),
+        # More of the budget to the race's selection: more challengers on paired seeds.
+        Design("tpe-8-start3-mv-race75", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.75),)),
+        Design("tpe-8-start3-mv-race75-top3", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.75), ("top_k", 3))),
+        Design("tpe-6-start3-mv-race80", ("search.num_samples=6", "search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("max_share", 0.8),)),
+        Design("tpe-8-start3-mv-grace2-race80", ("search.startup_trials=3", "search.multivariate=true",
+                                                 "search.scheduler.grace_period=2"), race_defaults=(("max_share", 0.8),)),
+        Design("tpe-12-start4-mv-grace2-race75", ("search.num_samples=12", "search.startup_trials=4",
+                                                  "search.multivariate=true", "search.scheduler.grace_period=2"),
+               race_defaults=(("max_share", 0.75),)),
+        # Bounds: what the sampled configs hold (perfect selection, no compute for it).
+        Design("random-oracle", random, pick="oracle",
+               note=f"{random_trials} random configs, the one with the best true value ships (an upper bound, not a method)"),
+        Design("tpe-16-start5-mv-oracle", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true",
+                                           "race.enabled=false"), pick="oracle",
+               note="the 16-sample multivariate TPE search's configs, the best true value ships (an upper bound)"),
+        # Seeds as instances during the search: trial i trains on seed i mod k.
+        Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
+        # Everything to the search.
+        Design("tpe-20-start5-norace", ("search.num_samples=20", "search.startup_trials=5", "race.enabled=false"),
+               pick="objective", note="20 samples, no race: the best objective ships"),
+    ]
+
+
+# What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
+# (and gp-start3: ~2 s a study for the GP fit) with --designs.
+COMPARED = (
+    "shipped", "smoke-before", "random", "random-objective", "random-race", "qmc", "tpe-start3", "tpe-start3-mv", "tpe-start3-grace2",
+    "tpe-start3-seeds2", "tpe-start3-mv-confirm6", "tpe-8-start3-mv-race75", "tpe-12-start4-mv",
+    "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
+)
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = np.array([r["ratio"] for r in records])
+    trues = np.array([r["true"] for r in records])
+    q1, med, q3 = np.percentile(trues, [25, 50, 75])
+    covered = [r["pi_covers_true"] for r in records if "pi_covers_true" in r]
+    new_run = [r["pi_covers_new_run"] for r in records if r.get("pi_covers_new_run") is not None]
+    ci = [r["ci_covers_true"] for r in records if "ci_covers_true" in r]
+    gated = [r for r in records if r["passed_gate"] is not None]
+    return {
+        "studies": len(records),
+        "median": med, "q1": q1, "q3": q3, "iqr": q3 - q1,
+        "ratio_median": float(np.median(ratios)),
+        "share_85": float(np.mean(ratios >= 0.85)),
+        "trial_epochs": float(np.median([r["trial_epochs"] for r in records])),
+        "trial_epochs_max": max(r["trial_epochs"] for r in records),
+        "pi_covers_true": statistics.fmean(covered) if covered else None,
+        "pi_covers_new_run": statistics.fmean(new_run) if new_run else None,
+        "ci_covers_true": statistics.fmean(ci) if ci else None,
+        "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
+        "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
+        "refused": statistics.fmean(bool(r.get("refused")) for r in records),
+        "reused": statistics.fmean(bool(r.get("reused_seeds")) for r in records),
+    }
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: dict[str, Design]) -> str:
+    lines = [
+        f"Table: {len(table.keys)} grid points x {len(table.seeds)} seeds; best grid config "
+        f"{table.best_key} true value {table.best_value:.3f}.",
+        "",
+        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs median (max) | "
+        "PI holds a new run | PI holds true value | CI holds true value | not confirmed | worse than baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, records in results.items():
+        s = summarize(records)
+        refused = f" ({pct(s['refused'])} refused)" if s["refused"] else ""
+        lines.append(
+            f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
+            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | {pct(s['pi_covers_true'])} | "
+            f"{pct(s['ci_covers_true'])} | "
+            f"{pct(s['not_confirmed'])}{refused} | {pct(s['worse_than_baseline'])} |"
+        )
+    reused = max(summarize(records)["reused"] for records in results.values())
+    lines += ["", f"A study needs 1 search seed + the race's seeds; where the table has fewer, seeds repeat "
+              f"(the values of a repeated seed are the same runs): up to {reused:.0%} of a design's studies did.",
+              "", "Designs:", ""]
+    for name in results:
+        d = catalogue[name]
+        what = d.note or ", ".join(d.overrides) or "as shipped"
+        extra = f"; search trials rotate over {d.search_seeds} seeds" if d.search_seeds > 1 else ""
+        if d.race_defaults:
+            extra += "; race defaults " + ", ".join(f"{k} {v}" for k, v in d.race_defaults)
+        lines.append(f"- **{name}**: {what}{extra}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table: Table, results: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.45 * len(names) + 2.5))
+    data = [[r["ratio"] for r in results[n]] for n in names]
+    left.boxplot(data, orientation="horizontal", tick_labels=names, whis=(5, 95), showmeans=True)
+    left.axvline(0.85, color="tab:red", linestyle="--", linewidth=1, label="85% of the best grid config")
+    left.set_xlabel("shipped config's true value / best grid config's")
+    left.set_title(f"{len(results[names[0]])} simulated studies per design")
+    left.legend(loc="lower left", fontsize=8)
+    left.invert_yaxis()
+    for name in names:
+        ratios = np.sort([r["ratio"] for r in results[name]])
+        right.step(ratios, np.arange(1, len(ratios) + 1) / len(ratios), where="post", label=name)
+    right.axvline(0.85, color="tab:red", linestyle="--", linewidth=1)
+    right.set_xlabel("shipped / best grid config")
+    right.set_ylabel("share of studies at or below")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_csv(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
+    fields = ["design", "study", "shipped", "true", "ratio", "trial_epochs", "search_epochs", "race_epochs",
+              "passed_gate", "reported", "pi_low", "pi_high", "pi_covers_true", "pi_covers_new_run", "ci_covers_true",
+              "worse_than_baseline", "reused_seeds"]
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for records in results.values():
+            for r in records:
+                writer.writerow({k: ("/".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in r.items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--table", type=Path, default=TABLE)
+    parser.add_argument("--studies", type=int, default=200, help="simulated studies per design (default 200)")
+    parser.add_argument("--designs", help="comma-separated design names, or 'all' (default: COMPARED)")
+    parser.add_argument("--out", type=Path, default=OUT, help="output prefix: .md and .csv")
+    parser.add_argument("--plot", type=Path, default=PLOT)
+    args = parser.parse_args(argv)
+    table = load_table(args.table)
+    started = time.perf_counter()
+    budget = SMOKE_BUDGET
+    catalogue = {d.name: d for d in designs(budget)}
+    chosen = list(COMPARED) if not args.designs else list(catalogue) if args.designs == "all" else args.designs.split(",")
+    unknown = [n for n in chosen if n not in catalogue]
+    if unknown:
+        parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {', '.join(catalogue)}")
+    results = {}
+    for name in chosen:
+        t0 = time.perf_counter()
+        results[name] = simulate_design(catalogue[name], table, args.studies)
+        s = summarize(results[name])
+        print(f"{name}: median {s['median']:.3f} IQR {s['iqr']:.3f} share>=85% {s['share_85']:.0%} "
+              f"trial-epochs {s['trial_epochs']:.0f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    command = "python bench/simulate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = (f"`{command.strip()}` ({(time.perf_counter() - started) / 60:.1f} min; budget {budget} trial-epochs: "
+            "random search gets it, every other design's median stays at or under it)\n\n" + markdown(table, results, catalogue))
+    args.out.with_suffix(".md").write_text(text)
+    write_csv(args.out.with_suffix(".csv"), results)
+    plot(table, results, args.plot)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
