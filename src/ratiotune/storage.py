@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Inside an experiment folder: where trials write a checkpoint before Ray copies it into their
+# trial folder (trainable.checkpoint_staging_dir says why there). Hidden: never read as a trial.
+STAGING_DIR = ".checkpoint-staging"
+
 
 def is_uri(location: str | Path) -> bool:
     return "://" in str(location)

@@ -25,6 +25,7 @@ from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.metrics import TASK_METRICS
+from ratiotune.storage import STAGING_DIR
 from ratiotune.study import SEED_KEY, START_KEY, TEST_KEY, Study
 from ratiotune.task import batch_metrics
 
@@ -202,16 +203,44 @@ STAGING_ENV = "RATIOTUNE_CHECKPOINT_STAGING"
 
 
 def checkpoint_staging_dir() -> str:
-    """$RATIOTUNE_CHECKPOINT_STAGING if set, else the trial's own directory (Ray's get_trial_dir).
+    """Where this trial writes a checkpoint before tune.report copies it into the experiment folder.
 
-    Not the system temp folder: it is often a RAM-backed tmpfs, and a Qwen2.5-0.5B
-    checkpoint is ~12 GB (float32 master weights + AdamW moments of two agents).
+    $RATIOTUNE_CHECKPOINT_STAGING if set; else EXPERIMENT/.checkpoint-staging/TRIAL when the storage
+    is a folder (local or shared: NFS), else Ray's trial working directory (an s3:// storage).
+
+    Not Ray's trial folder (get_trial_dir(), the driver's staging folder): Ray's experiment-state
+    sync copies that folder to storage while a checkpoint is being written or removed there, and
+    the copy failed with a FileNotFoundError traceback on the terminal. Ray only copies *into* the
+    experiment folder (ray/train/_internal/storage.py, StorageContext: driver_artifacts/ ->
+    experiment folder; a restore reads back only its top-level .json/.pkl files), so a folder there
+    is never read while it changes. Not the system temp folder either: it is often a RAM-backed
+    tmpfs, and a Qwen2.5-0.5B checkpoint is ~12 GB (float32 master weights + AdamW moments of two
+    agents); the experiment folder is on the storage's own disk.
     """
+    import pyarrow.fs
     from ray import tune
 
-    directory = os.environ.get(STAGING_ENV) or tune.get_context().get_trial_dir()
+    directory = os.environ.get(STAGING_ENV)
+    if not directory:
+        storage = tune.get_context().get_storage()
+        if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+            directory = os.path.join(storage.experiment_fs_path, STAGING_DIR, storage.trial_dir_name)
+        else:
+            directory = storage.trial_working_directory  # not synced (SyncConfig.sync_artifacts is off)
     os.makedirs(directory, exist_ok=True)
     return directory
+
+
+def remove_staging_dir(directory: str) -> None:
+    """The trial's own staging folder, once it has ended (empty then: each checkpoint's folder is
+    removed after tune.report has copied it). Only a folder this module named: never the user's
+    $RATIOTUNE_CHECKPOINT_STAGING or Ray's working directory. The parent .checkpoint-staging/ stays
+    while trials run (another may be creating its folder in it); resume.fit_interruptibly removes it."""
+    if os.path.basename(os.path.dirname(directory)) == STAGING_DIR:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty: a checkpoint folder left by an interrupted save; harmless, hidden
 
 
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
@@ -238,15 +267,16 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     # Which Ray node trained each epoch (a hex string; Ray's own node_ip is the same for every
     # node of a one-machine cluster). A plain key without "/": never a numeric metric column.
     node = {"node_id": ray.get_runtime_context().get_node_id()}
+    staging = checkpoint_staging_dir()
     while trial.epoch < end_epoch:
         metrics = trial.run_epoch()
         if metrics["infeasible"]:
             # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
             tune.report({**metrics, **node})
-            return
+            break
         if config.get(TEST_KEY) and trial.epoch == end_epoch:
             metrics.update(trial.test(int(config[TEST_KEY])))
-        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=checkpoint_staging_dir()) as tmp:
+        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=staging) as tmp:
             trial.save(Path(tmp), metrics)
             # Ray delivers a result at least once: the driver logs this row, then asks the
             # worker for its checkpoint in a separate `save` call and registers it only when
@@ -255,3 +285,4 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
             # from the previous checkpoint and reports this epoch again; results.load_trial
             # keeps the later row.
             tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(tmp))
+    remove_staging_dir(staging)
