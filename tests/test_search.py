@@ -127,7 +127,7 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     assert len([l for l in lines if re.search(r"contender \d, seed \d: epoch 2, objective ", l)]) in (4, 6), output
     log = (experiment["dir"] / "ray.log").read_text()
     assert "Started a local Ray instance" in log
-    assert not (experiment["dir"] / ".checkpoint-staging").exists()
+    assert not list(experiment["dir"].rglob(".checkpoint-staging*"))  # each trial removed its own
 
 
 def test_search_prints_the_best_trials_and_checkpoint(experiment):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# Inside an experiment folder: where trials write a checkpoint before Ray copies it into their
-# trial folder (trainable.checkpoint_staging_dir says why there). Hidden: never read as a trial.
-STAGING_DIR = ".checkpoint-staging"
+# Inside an experiment folder, STAGING_PREFIX + the trial's folder name: where that trial writes a
+# checkpoint before Ray copies it into its trial folder (trainable.checkpoint_staging_dir says why
+# there). Hidden: never read as a trial; the trial removes it when it ends.
+STAGING_PREFIX = ".checkpoint-staging-"
 
 
 def is_uri(location: str | Path) -> bool:
