@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -195,7 +196,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     log_file = ray_log_file(experiment_dir, args.verbose)
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
-    start_ray(args.address, log_file)
+    try:
+        start_ray(args.address, log_file)
+    except StudyError:
+        # Nothing started: leave no folder that holds only ray.log (a retry with the same name would be refused).
+        if log_file is not None and [p.name for p in log_file.parent.iterdir()] == [log_file.name]:
+            shutil.rmtree(log_file.parent)
+        raise
     # The cluster's nodes, not this machine's: a trial must fit on one node.
     search.check_resources(study, search.largest_node_gpus())
     report, _ = memory.launch_report(study)

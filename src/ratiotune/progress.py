@@ -88,7 +88,7 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
     stopping = {
         "asha": f"ASHA stops weak trials from epoch {min(scheduler.grace_period, study.train.epochs)}",
         "fifo": "every trial trains all its epochs",
-        "pbt": f"PBT: every {getattr(scheduler, 'perturbation_interval', '?')} epochs the bottom trials copy the top ones",
+        "pbt": f"PBT: every {scheduler.perturbation_interval} epochs the bottom trials copy the top ones",
     }[scheduler.type]
     at_once = "all" if scheduler.type == "pbt" else search.max_concurrent_trials or "as many as fit"
     resources = f"{study.resources.cpu:g} CPU" + (f" + {study.resources.gpu:g} GPU" if study.resources.gpu else "")
