@@ -4,7 +4,7 @@ The studies run through `ratiotune search --address` in a subprocess (the driver
 the test cluster; this process keeps its own Ray session for the other tests). A study
 file's trial folders tell what happened: result.json rows carry the pid and the Ray node id
 (node_id, reported by ratiotune's trainable) of the process that trained each epoch.
-Nothing is read from timings: Ray's `timestamp` is whole seconds and a tiny epoch ~1 s.
+Nothing is read from timings: they depend on the machine's load, not on ratiotune.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import REPO, run_cli
 from ratiotune.placement import PlacementError, choose_devices
-from ratiotune.results import FINISHED, load_experiment, load_trial, max_overlap
+from ratiotune.results import FINISHED, load_experiment, load_trial
 
 # --------------------------------------------------------------------------- helpers
 
@@ -45,23 +45,6 @@ def trial_rows(experiment: Path) -> dict[str, list[dict]]:
             except ValueError:
                 pass  # the row the driver is writing while we poll
     return rows
-
-
-def trial_actor_lifetimes(address: str, rows: dict[str, list[dict]]) -> dict[str, tuple[float, float]]:
-    """Trial name -> (start, end) in ms of the Ray actor that wrote its first row, from the GCS actor table.
-
-    Ray records each actor's start and end to the millisecond; the actor is found by the pid
-    and node id its trial reported. Read in a fresh driver: this process may hold another Ray session.
-    """
-    script = (
-        "import json, ray; from ray._private import state\n"
-        f"ray.init(address={address!r}, logging_level='ERROR')\n"
-        "print(json.dumps([[a['Pid'], a['Address']['NodeID'], a['StartTime'], a['EndTime']] for a in state.actors().values()]))"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    actors = {(pid, node): (start, end) for pid, node, start, end in json.loads(done.stdout.strip().splitlines()[-1])}
-    return {name: actors[(r[0]["pid"], r[0]["node_id"])] for name, r in rows.items()}
 
 
 # --------------------------------------------------------------------------- device choice (pure)
@@ -105,7 +88,15 @@ def two_nodes():
     cluster.shutdown()
 
 
-def test_study_runs_two_trials_at_once_across_two_nodes(two_nodes, tiny_study, write_study, tmp_path):
+def test_study_spreads_its_trials_over_both_nodes(two_nodes, tiny_study, write_study, tmp_path):
+    """What the product promises on a cluster: every trial trains to the end on one node, and the
+    study uses both nodes (one CPU each, one CPU per trial, two trials allowed at once).
+
+    Not that two trials' lives overlap: that is timing. The head node holds a Python worker
+    prestarted for the driver's job, the other node starts one cold when its first trial is placed
+    there; a tiny trial lives a few seconds, so on a loaded machine the head's trial could end
+    before the other node's worker was up (seen: four trials one after another in Ray's actor
+    table, suite on 2 busy cores), while a real trial (minutes) always overlaps."""
     tiny_study["search"].update(num_samples=4, max_concurrent_trials=2)
     result = run_cli(
         "search", str(write_study(tiny_study)), "--storage", str(tmp_path / "results"), "--address", two_nodes.address
@@ -115,18 +106,10 @@ def test_study_runs_two_trials_at_once_across_two_nodes(two_nodes, tiny_study, w
     assert "memory estimate per trial (builtin:tiny, float32" in result.stdout
     rows = trial_rows(tmp_path / "results" / "tiny")
     assert len(rows) == 4 and all(r and r[-1]["epoch"] == 2 for r in rows.values()), rows
-    # Both nodes trained trials of the study: each epoch carries the Ray node id it ran on.
+    # Each epoch carries the Ray node id it ran on (node_id, reported by the trainable).
     nodes = {name: {row["node_id"] for row in r} for name, r in rows.items()}
     assert all(len(n) == 1 for n in nodes.values()), nodes  # no trial moved (none failed)
     assert set().union(*nodes.values()) == {two_nodes.head_node.node_id, *(w.node_id for w in two_nodes.worker_nodes)}, nodes
-    # And at the same time (one CPU per node and per trial, so never two on one node): Ray's
-    # record of the trial actors' lives overlaps. Not a race: the controller starts the first
-    # two trials' actors together, as soon as their placement groups are ready (one per node,
-    # both free), and each actor lives through worker start, torch/transformers imports, model
-    # build and 2 epochs, seconds that slow down with the machine as the start gap does.
-    # (Result rows cannot tell: Ray's `timestamp` is whole seconds and a tiny epoch is ~1 s.)
-    lives = trial_actor_lifetimes(two_nodes.address, rows)
-    assert max_overlap(list(lives.values())) == 2, (lives, nodes)
 
 
 def cuda_is_available() -> bool:

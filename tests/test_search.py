@@ -35,7 +35,10 @@ def experiment(tmp_path_factory):
         env={"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir)},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return {"dir": root / "results" / "exp", "stdout": result.stdout, "wandb": wandb_dir, "study": root / "study.yaml"}
+    return {
+        "dir": root / "results" / "exp", "stdout": result.stdout, "stderr": result.stderr, "wandb": wandb_dir,
+        "study": root / "study.yaml",
+    }
 
 
 def trial_dirs(experiment_dir):
@@ -128,6 +131,29 @@ def test_the_gate_decides_on_the_printed_paired_values(experiment):
                  worst=0.0, max_collapse_share=0.25, winner_is_baseline=summary["race_kept_baseline"])
     assert again["recommend"] == summary["gate"]["recommend"]
     assert summary["recommended"]["which"] == ("winner" if again["recommend"] else "baseline")
+
+
+def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
+    """The search and its race (9 runs with a checkpoint every epoch) as a newcomer sees them: a
+    header, one line per trial event, the result; no Ray table, warning, error or traceback.
+
+    A checkpoint used to be staged in Ray's trial folder, which Ray's experiment-state sync copies
+    while the checkpoint is written or removed: a FileNotFoundError traceback, three in a run like
+    this one (trainable.checkpoint_staging_dir). Ray's own log goes to ray.log instead."""
+    output = experiment["stdout"] + experiment["stderr"]
+    assert "Traceback" not in output and "ERROR" not in output and "WARNING" not in output, output
+    assert "== Status ==" not in output and "Trial status" not in output, output
+    lines = output.splitlines()
+    assert len(lines) < 70, output  # 233 before (stdout + stderr)
+    assert lines[0].startswith("study exp (") and any(l.startswith("plan: 3 trials (tpe sampler") for l in lines), output
+    started = [l for l in lines if re.match(r"\[\d+:\d\d\] trial_\w+ started \(\d of 3\): lr ", l)]
+    finished = [l for l in lines if re.match(r"\[\d+:\d\d\] trial_\w+ finished at epoch 2: objective ", l)]
+    assert len(started) == 3 and len(finished) == 3, output
+    assert all(" done, " in l and " | best " in l for l in finished), output
+    assert len([l for l in lines if re.search(r"contender \d, seed \d: epoch 2, objective ", l)]) in (4, 6), output
+    log = (experiment["dir"] / "ray.log").read_text()
+    assert "Started a local Ray instance" in log
+    assert not list(experiment["dir"].rglob(".checkpoint-staging*"))  # each trial removed its own
 
 
 def test_search_prints_the_best_trials_and_checkpoint(experiment):

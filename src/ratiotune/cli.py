@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "in the experiment folder); sets search.optuna_storage",
     )
     add_address_flag(search)
+    add_verbose_flag(search)
     add_set_flag(search)
     add_wandb_flags(search)
     search.set_defaults(func=cmd_search)
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("experiment", help="experiment folder, e.g. results/smoke")
     resume.add_argument("--skip-errored", action="store_true", help="leave errored trials as they are instead of retrying them")
     add_address_flag(resume)
+    add_verbose_flag(resume)
     resume.set_defaults(func=cmd_resume)
 
     best = commands.add_parser("best", help="print the best trial's config, metric and checkpoint")
@@ -104,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
     retrain.add_argument("--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs")
     add_address_flag(retrain)
+    add_verbose_flag(retrain)
     add_set_flag(retrain)
     retrain.set_defaults(func=cmd_retrain)
 
@@ -155,6 +159,13 @@ def add_address_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose", action="store_true",
+        help="show Ray's own log and the trial processes' output here (default: Ray's log goes to ray.log in the experiment folder)",
+    )
+
+
 def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wandb", action="store_true", help="log every trial to W&B (honours WANDB_MODE, WANDB_DIR)")
     parser.add_argument("--wandb-project", help="W&B project (default: ratiotune)")
@@ -185,7 +196,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
         )
 
-    start_ray(args.address)
+    from ratiotune.progress import header
+
+    log_file = ray_log_file(experiment_dir, args.verbose)
+    print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
+    try:
+        start_ray(args.address, log_file)
+    except StudyError:
+        # Nothing started: leave no folder that holds only ray.log (a retry with the same name would be refused).
+        if log_file is not None and [p.name for p in log_file.parent.iterdir()] == [log_file.name]:
+            shutil.rmtree(log_file.parent)
+        raise
     # The cluster's nodes, not this machine's: a trial must fit on one node.
     search.check_resources(study, search.largest_node_gpus())
     report, _ = memory.launch_report(study)
@@ -257,23 +278,25 @@ def run_race(experiment: Experiment) -> int:
     return 0
 
 
-def start_ray(address: str | None = None) -> None:
+def start_ray(address: str | None = None, log_file: Path | None = None) -> None:
     """Start a local Ray, or join the cluster at `address` ("auto" or host:port of its head).
 
-    Shared by every command that runs trials (search, resume, ...). A head started with
-    `ray start --head` uses token authentication: joining it needs RAY_AUTH_MODE=token
-    in the environment (the token is read from ~/.ray/auth_token or RAY_AUTH_TOKEN).
+    Shared by every command that runs trials (search, resume, ...). Ray's own log goes to
+    log_file (progress.quiet_ray_logging), or to the terminal when it is None (--verbose).
+    A head started with `ray start --head` uses token authentication: joining it needs
+    RAY_AUTH_MODE=token in the environment (the token is read from ~/.ray/auth_token or RAY_AUTH_TOKEN).
     """
     import ray
 
-    # Ray's classic trial table lets us choose its columns (params + headline metrics).
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    from ratiotune.progress import quiet_ray_logging
+
+    logging_kwargs = quiet_ray_logging(log_file)
     if address is None:
         # "local": a fresh Ray of our own, never a cluster that happens to run on this machine.
-        ray.init(address="local", include_dashboard=False, configure_logging=True, logging_level="WARNING")
+        ray.init(address="local", include_dashboard=False, configure_logging=True, **logging_kwargs)
         return
     try:
-        ray.init(address=address, configure_logging=True, logging_level="WARNING")
+        ray.init(address=address, configure_logging=True, **logging_kwargs)
     except (ConnectionError, RuntimeError) as exc:
         raise StudyError(
             f"--address {address}: cannot join the Ray cluster ({exc}). Is `ray start --head` running there? "
@@ -281,6 +304,20 @@ def start_ray(address: str | None = None) -> None:
         ) from None
     nodes = [node for node in ray.nodes() if node["Alive"]]
     print(f"joined Ray cluster at {address}: {len(nodes)} node(s), {ray.cluster_resources()}", flush=True)
+
+
+def ray_log_file(folder, verbose: bool) -> Path | None:
+    """FOLDER/ray.log for a local folder; a file in the temp folder for a URI (s3://); None with --verbose."""
+    import tempfile
+
+    from ratiotune import storage
+    from ratiotune.progress import RAY_LOG
+
+    if verbose:
+        return None
+    if storage.is_uri(folder):
+        return Path(tempfile.gettempdir()) / f"ratiotune-{storage.split_location(folder)[1]}-{os.getpid()}-{RAY_LOG}"
+    return Path(folder) / RAY_LOG
 
 
 def print_remote_summary(location: str, grid, study: Study) -> str | None:
@@ -379,6 +416,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     experiment_dir, study = experiment.directory, experiment.study
 
     from ratiotune import resume, search
+    from ratiotune.progress import header
 
     if resume.is_finished(experiment_dir):
         from ratiotune import race
@@ -388,13 +426,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
             print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; nothing to resume")
             return 0
         check_launch(study)
-        start_ray(args.address)
+        log_file = ray_log_file(experiment_dir, args.verbose)
+        print(f"{experiment_dir}: the search has finished; continuing its race")
+        start_ray(args.address, log_file)
         search.check_resources(study, search.largest_node_gpus())
         provenance.append_resume(experiment_dir, args.argv)
         return run_race(experiment)
     # The prompts come from the experiment's own prompts/ folder, the model from study.yaml.
     check_launch(study)
-    start_ray(args.address)
+    log_file = ray_log_file(experiment_dir, args.verbose)
+    print("\n".join(header(study, str(experiment_dir / STUDY_FILE), experiment_dir, log_file)), flush=True)
+    print(f"resuming: {len(experiment.trials)} of {study.search.num_samples} trials started before", flush=True)
+    start_ray(args.address, log_file)
     search.check_resources(study, search.largest_node_gpus())
     provenance.append_resume(experiment_dir, args.argv)
     tuner = resume.restore_tuner(study, experiment_dir, retry_errored=not args.skip_errored)
@@ -498,7 +541,16 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         from_checkpoint=args.from_checkpoint,
         select_seeds=args.select_seeds,
     )
-    start_ray(args.address)
+    log_file = ray_log_file(plan.output, args.verbose)
+    from ratiotune.progress import config_text
+
+    print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
+          f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)
+    for candidate in plan.candidates:
+        print(f"  rank {candidate.rank}: {config_text(candidate.config, plan.study.searched())}", flush=True)
+    if log_file is not None:
+        print(f"Ray's log: {log_file} (--verbose shows it here)", flush=True)
+    start_ray(args.address, log_file)
     retrain.retrain(plan)
     print()
     print((plan.output / "summary.md").read_text(), end="")

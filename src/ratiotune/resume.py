@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.results import STATUSES, Experiment, load_experiment
-from ratiotune.storage import is_uri
+from ratiotune.storage import STAGING_PREFIX, is_uri
 from ratiotune.study import Study
 
 FINISHED_FILE = "finished.json"
@@ -48,6 +48,9 @@ def fit_interruptibly(tuner: Any, study: Study, experiment_dir: Path | str) -> t
         return False, grid
     if is_uri(experiment_dir):
         return True, grid  # remote storage: Ray's own files only; pruning needs a local folder
+    # Every trial has ended: a staging folder left now is one of a trial killed mid-save.
+    for staging in Path(experiment_dir).glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(staging, ignore_errors=True)
     experiment = load_experiment(experiment_dir)
     freed = prune_checkpoints(experiment, study.checkpoint.keep_best_trials)
     statuses = [t.status(study.train.epochs) for t in experiment.trials]

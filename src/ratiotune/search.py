@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ratiotune.metrics import PROGRESS_METRICS
 from ratiotune.objective import OBJECTIVE
 from ratiotune.study import ParamSpec, Study, StudyError, continuous_params
 from ratiotune.wandb_settings import WandbSettings
@@ -228,7 +227,9 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     optuna_location = optuna_storage(study, experiment_dir)
     from ratiotune.trial_logs import trial_loggers
 
-    callbacks = trial_loggers()
+    from ratiotune.progress import SearchProgress
+
+    callbacks = [*trial_loggers(), SearchProgress(study)]
     if wandb is not None:
         from ray.air.integrations.wandb import WandbLoggerCallback
 
@@ -249,10 +250,8 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         # A trial whose process dies (or its node) restarts from its latest checkpoint, up to max_failures times.
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,
-        # A stopper can end trials before their first report; Ray's metric sort then fails on
-        # their missing value (TypeError in progress_reporter), so the table is unsorted then.
-        progress_reporter=progress_reporter(study, sort_by_metric=stop is None),
-        verbose=1,
+        # No status tables: SearchProgress prints one line per trial event (progress.py).
+        verbose=0,
     )
     pbt = search.scheduler.type == "pbt"
     tune_config = tune.TuneConfig(
@@ -294,32 +293,21 @@ def optuna_storage(study: Study, experiment_dir: Path | str) -> str | None:
     return location
 
 
-def progress_reporter(study: Study, sort_by_metric: bool = True):
-    """Ray's classic trial table (our cli sets RAY_AIR_NEW_OUTPUT=0 so it is used)."""
-    from ray.tune import CLIReporter
-
-    return CLIReporter(
-        parameter_columns=study.searched(),
-        metric_columns=["epoch", *PROGRESS_METRICS],
-        max_report_frequency=30,
-        sort_by_metric=sort_by_metric,
-    )
-
-
 def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[str]):
     """RunConfig for runs of fixed configs over fresh seeds (the race's rounds, `retrain`): only the
     final agents matter, so each run keeps its latest checkpoint; a run whose process or node dies
     restarts from it, as a search trial does."""
     from ray import tune
 
+    from ratiotune.progress import RunsProgress
     from ratiotune.trial_logs import trial_loggers
 
     return tune.RunConfig(
         name=name,
         storage_path=storage_path,
-        callbacks=trial_loggers(),
+        # One line per run that ends, named by `columns` (progress.py); no status tables.
+        callbacks=[*trial_loggers(), RunsProgress(columns)],
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
-        progress_reporter=tune.CLIReporter(parameter_columns=columns, metric_columns=["epoch", *PROGRESS_METRICS], max_report_frequency=30),
-        verbose=1,
+        verbose=0,
     )

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Inside an experiment folder, STAGING_PREFIX + the trial's folder name: where that trial writes a
+# checkpoint before Ray copies it into its trial folder (trainable.checkpoint_staging_dir says why
+# there). Hidden: never read as a trial; the trial removes it when it ends.
+STAGING_PREFIX = ".checkpoint-staging-"
+
 
 def is_uri(location: str | Path) -> bool:
     return "://" in str(location)

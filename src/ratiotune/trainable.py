@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
 from ratiotune.results import checkpoint_is_complete
 from ratiotune.metrics import TASK_METRICS
+from ratiotune.storage import STAGING_PREFIX
 from ratiotune.study import SEED_KEY, START_KEY, TEST_KEY, Study
 from ratiotune.task import batch_metrics
 
@@ -202,16 +204,40 @@ STAGING_ENV = "RATIOTUNE_CHECKPOINT_STAGING"
 
 
 def checkpoint_staging_dir() -> str:
-    """$RATIOTUNE_CHECKPOINT_STAGING if set, else the trial's own directory (Ray's get_trial_dir).
+    """Where this trial writes a checkpoint before tune.report copies it into the experiment folder.
 
-    Not the system temp folder: it is often a RAM-backed tmpfs, and a Qwen2.5-0.5B
-    checkpoint is ~12 GB (float32 master weights + AdamW moments of two agents).
+    $RATIOTUNE_CHECKPOINT_STAGING if set; else EXPERIMENT/.checkpoint-staging-TRIAL when the storage
+    is a folder (local or shared: NFS), else Ray's trial working directory (an s3:// storage).
+
+    Not Ray's trial folder (get_trial_dir(), the driver's staging folder): Ray's experiment-state
+    sync copies that folder to storage while a checkpoint is being written or removed there, and
+    the copy failed with a FileNotFoundError traceback on the terminal. Ray only copies *into* the
+    experiment folder (ray/train/_internal/storage.py, StorageContext: driver_artifacts/ ->
+    experiment folder; a restore reads back only its top-level .json/.pkl files), so a folder there
+    is never read while it changes. Not the system temp folder either: it is often a RAM-backed
+    tmpfs, and a Qwen2.5-0.5B checkpoint is ~12 GB (float32 master weights + AdamW moments of two
+    agents); the experiment folder is on the storage's own disk.
     """
+    import pyarrow.fs
     from ray import tune
 
-    directory = os.environ.get(STAGING_ENV) or tune.get_context().get_trial_dir()
+    directory = os.environ.get(STAGING_ENV)
+    if not directory:
+        storage = tune.get_context().get_storage()
+        if isinstance(storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+            directory = os.path.join(storage.experiment_fs_path, STAGING_PREFIX + storage.trial_dir_name)
+        else:
+            directory = storage.trial_working_directory  # not synced (SyncConfig.sync_artifacts is off)
     os.makedirs(directory, exist_ok=True)
     return directory
+
+
+def remove_staging_dir(directory: str) -> None:
+    """The trial's staging folder, once the trial has ended (empty then: each checkpoint's folder is
+    removed once tune.report has copied it). Only a folder checkpoint_staging_dir named: never the
+    user's $RATIOTUNE_CHECKPOINT_STAGING or Ray's working directory."""
+    if os.path.basename(directory).startswith(STAGING_PREFIX):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def tune_trainable(config: dict[str, Any], study: Study) -> None:
@@ -238,20 +264,24 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     # Which Ray node trained each epoch (a hex string; Ray's own node_ip is the same for every
     # node of a one-machine cluster). A plain key without "/": never a numeric metric column.
     node = {"node_id": ray.get_runtime_context().get_node_id()}
-    while trial.epoch < end_epoch:
-        metrics = trial.run_epoch()
-        if metrics["infeasible"]:
-            # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
-            tune.report({**metrics, **node})
-            return
-        if config.get(TEST_KEY) and trial.epoch == end_epoch:
-            metrics.update(trial.test(int(config[TEST_KEY])))
-        with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=checkpoint_staging_dir()) as tmp:
-            trial.save(Path(tmp), metrics)
-            # Ray delivers a result at least once: the driver logs this row, then asks the
-            # worker for its checkpoint in a separate `save` call and registers it only when
-            # that call returns (ray.tune.execution.tune_controller: _process_trial_result ->
-            # _schedule_trial_save -> _process_trial_save). A worker lost in between restarts
-            # from the previous checkpoint and reports this epoch again; results.load_trial
-            # keeps the later row.
-            tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(tmp))
+    staging = checkpoint_staging_dir()
+    try:
+        while trial.epoch < end_epoch:
+            metrics = trial.run_epoch()
+            if metrics["infeasible"]:
+                # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
+                tune.report({**metrics, **node})
+                return
+            if config.get(TEST_KEY) and trial.epoch == end_epoch:
+                metrics.update(trial.test(int(config[TEST_KEY])))
+            with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=staging) as tmp:
+                trial.save(Path(tmp), metrics)
+                # Ray delivers a result at least once: the driver logs this row, then asks the
+                # worker for its checkpoint in a separate `save` call and registers it only when
+                # that call returns (ray.tune.execution.tune_controller: _process_trial_result ->
+                # _schedule_trial_save -> _process_trial_save). A worker lost in between restarts
+                # from the previous checkpoint and reports this epoch again; results.load_trial
+                # keeps the later row.
+                tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(tmp))
+    finally:
+        remove_staging_dir(staging)
