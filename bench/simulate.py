@@ -409,6 +409,8 @@ def designs(budget: int) -> list[Design]:
         # A stronger gate: 6 confirmation seeds as the default (the plan lowers it, then the selection, to fit).
         Design("tpe-start3-mv-confirm6", ("search.startup_trials=3", "search.multivariate=true"),
                race_defaults=(("confirm_seeds", 6),)),
+        Design("tpe-8-start3-mv-confirm6-race75", ("search.startup_trials=3", "search.multivariate=true"),
+               race_defaults=(("confirm_seeds", 6), ("max_share", 0.75))),
         Design("tpe-12-start4-mv-confirm6", ("search.num_samples=12", "search.startup_trials=4", "search.multivariate=true"),
                race_defaults=(("confirm_seeds", 6), ("max_share", 0.6))),
         Design("tpe-16-start5-mv-confirm6", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true"),

@@ -156,9 +156,9 @@ def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
 
 
 def test_a_study_with_room_races_the_plan_as_set():
-    p = plan(RaceSpec(), search_epochs=8 * 12, run_epochs=12, available=6, baseline=True)
-    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 4, None)
-    assert p.budget == min(int(96 * 0.7 / 0.3 / 12) - 8, 5 * 8) and p.share <= 0.7
+    p = plan(RaceSpec(), search_epochs=12 * 12, run_epochs=12, available=6, baseline=True)
+    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 6, None)
+    assert p.budget == min(int(144 * 0.7 / 0.3 / 12) - 12, 5 * 8) and p.share <= 0.7
 
 
 def test_a_small_study_is_fitted_and_says_so_in_one_line():
