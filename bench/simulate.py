@@ -381,7 +381,8 @@ def designs(budget: int) -> list[Design]:
     return [
         Design("shipped", as_shipped=True, note="studies/smoke.yaml as it is in the repository"),
         Design("smoke-before", note="smoke.yaml before this choice (issue 23's race): TPE with Optuna's 10 random "
-               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults"),
+               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults "
+               "with 4 confirmation seeds", race_defaults=(("confirm_seeds", 4),)),
         Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
                note=f"today's practice (bench/search_quality.py's random): {random_trials} random full-length trials, "
                "the best single epoch wins, no race"),
