@@ -202,14 +202,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
     try:
         start_ray(args.address, log_file)
+        # The cluster's nodes, not this machine's: a trial must fit on one node.
+        search.check_resources(study, search.largest_node_gpus())
+        report, _ = memory.launch_report(study)
     except StudyError:
         # Nothing started: leave no folder that holds only ray.log (a retry with the same name would be refused).
         if log_file is not None and [p.name for p in log_file.parent.iterdir()] == [log_file.name]:
             shutil.rmtree(log_file.parent)
         raise
-    # The cluster's nodes, not this machine's: a trial must fit on one node.
-    search.check_resources(study, search.largest_node_gpus())
-    report, _ = memory.launch_report(study)
     print(report, flush=True)
     # study.yaml and the prompt texts (prompts/): the folder carries everything it ran on.
     for name, text in study_files(study, STUDY_FILE).items():
