@@ -13,7 +13,7 @@ import pytest
 from ratiotune.intensify import Intensifier, plan
 from ratiotune.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
 from ratiotune.results import TrialResult
-from ratiotune.study import SEED_KEY, StudyError, check_race_budget, validate_study
+from ratiotune.study import RaceSpec, SEED_KEY, StudyError, check_race_budget, validate_study
 
 
 def run(contender: int, seed: int, values: list[float], test: dict | None = None, infeasible: bool = False) -> TrialResult:
@@ -199,7 +199,9 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in first) == [(i, s) for i in range(4) for s in (1, 2)]
     assert summary["selection"]["rounds"][0]["cut"] == ["baseline", "trial_mid", "trial_bad"]
     confirm = asked[-1]
-    assert {r[SEED_KEY] for r in confirm} == {9, 10, 11, 12} and {r[CONTENDER_KEY] for r in confirm} == {0, 1}
+    # The confirmation's seeds follow the selection's max_seeds (1..8): race.confirm_seeds (default 6) more.
+    assert {r[SEED_KEY] for r in confirm} == set(range(9, 9 + RaceSpec().confirm_seeds)) == {9, 10, 11, 12, 13, 14}
+    assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"
 
