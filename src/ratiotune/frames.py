@@ -51,7 +51,7 @@ def read_experiment(path: str | Path, metric: str | None = None) -> ExperimentFr
     trials = pd.DataFrame(trial_table(experiment, metric))
     if not trials.empty:
         trials = trials.set_index("trial")
-    curves = pd.DataFrame(curve_table(experiment), columns=None)
+    curves = pd.DataFrame(curve_table(experiment))
     if curves.empty:
         curves = pd.DataFrame(columns=["trial", "epoch"])
     return ExperimentFrames(

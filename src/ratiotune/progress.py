@@ -95,7 +95,7 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
     lines.append(
         f"plan: {search.num_samples} trials ({search.sampler if scheduler.type != 'pbt' else 'random'} sampler; "
         f"{stopping}), {at_once} at a time, {resources} each"
-        + ("" if study.race_skipped() else f"; then the confirmation race of the top {study.race.top_k} on fresh seeds")
+        + ("" if study.race_skipped() else "; then a race of the best configs against the baseline on fresh seeds (its size is fitted to what the search spent)")
     )
     lines += [f"note: {note}" for note in ineffective_notes(study)]
     where = f"experiment: {experiment_dir}"
@@ -244,8 +244,10 @@ class RunsProgress(tune.Callback):
     """Runs of fixed configs on fresh seeds (the race's rounds, `retrain`): one line per run that ends,
     named by the config keys in `columns` (e.g. contender and seed)."""
 
-    def __init__(self, columns: list[str]):
+    def __init__(self, columns: list[str], total: int):
         self.columns = columns
+        # Ray creates the runs one at a time, so its list grows while they start: count against the plan.
+        self.total = total
         self.reset()
 
     def reset(self) -> None:
@@ -272,10 +274,11 @@ class RunsProgress(tune.Callback):
     def line(self, trial, text: str, trials) -> None:
         elapsed = time.monotonic() - (self.started_at or time.monotonic())
         left = ""
-        if 0 < self.ended < len(trials):
-            left = f", ~{clock(elapsed / self.ended * (len(trials) - self.ended))} left"
+        total = max(self.total, len(trials))
+        if 0 < self.ended < total:
+            left = f", ~{clock(elapsed / self.ended * (total - self.ended))} left"
         run = ", ".join(f"{key} {trial.config.get(key)}" for key in self.columns)
-        print(f"[{clock(elapsed)}]   {run}: {text}  ({self.ended} of {len(trials)} runs done{left})", flush=True)
+        print(f"[{clock(elapsed)}]   {run}: {text}  ({self.ended} of {total} runs done{left})", flush=True)
 
 
 def number(value: Any) -> str:

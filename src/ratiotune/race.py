@@ -159,7 +159,7 @@ def run_round(
                     contender=runs[t.config["run"]][CONTENDER_KEY], seed=runs[t.config["run"]][SEED_KEY]
                 ),
             ),
-            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY]),
+            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY], len(runs)),
         )
     grid = tuner.fit()
     if grid.num_terminated + grid.num_errors < len(grid):

@@ -249,7 +249,7 @@ def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], 
             max_concurrent_trials=study.search.max_concurrent_trials,
             trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
         ),
-        run_config=seed_runs_config(study, folder, str(plan.output), [RANK_KEY, SEED_KEY]),
+        run_config=seed_runs_config(study, folder, str(plan.output), [RANK_KEY, SEED_KEY], len(by_rank) * len(seeds)),
     )
     tuner.fit()
     return load_experiment(runs_dir)
