@@ -566,15 +566,29 @@ def gate_designs() -> list[Design]:
         out.append(dataclasses.replace(d, name=d.name + "@mid", as_shipped=True, overrides=d.overrides + MID_BASELINE,
                                        note=d.note + "; baseline lr 4e-4 / 4 / 16 (0.268)"))
     out.append(Design("shipped@mid", as_shipped=True, overrides=MID_BASELINE, note="the shipped pipeline, baseline lr 4e-4 / 4 / 16 (0.268)"))
+    # The table has 10 seeds: search 1 + confirmation 6 + second look 4 = 11, so a second look's last
+    # seed repeats the search's seed (the same table runs). A 3-seed second look repeats none.
+    out.append(Design("shipped-look3", as_shipped=True, race_defaults=(("second_look_seeds", 3),),
+                      note="the shipped pipeline with a 3-seed second look: no seed repeats on the 10-seed table"))
+    out.append(Design("shipped-look3@mid", as_shipped=True, overrides=MID_BASELINE, race_defaults=(("second_look_seeds", 3),),
+                      note="shipped-look3, baseline lr 4e-4 / 4 / 16 (0.268)"))
     return out
 
 
 # What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
 # (and gp-start3: ~2 s a study for the GP fit) with --designs.
 COMPARED = (
-    "shipped", "smoke-before", "random", "random-objective", "random-race", "qmc", "tpe-start3", "tpe-start3-mv", "tpe-start3-grace2",
-    "tpe-start3-seeds2", "tpe-start3-mv-confirm6", "tpe-8-start3-mv-race75", "tpe-12-start4-mv",
-    "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
+    "shipped", "shipped-look3", "gate-t95", "smoke-before", "random", "random-objective",
+    # Gates at the previous compute (race share 0.7, one look).
+    "gate-t90", "gate-signflip", "gate-signflip10", "gate-two-part", "gate-bootstrap", "gate-mean",
+    # A second look (4 more paired seeds when the first falls short but the winner leads on the mean).
+    "gate-t95-extend4", "gate-t90-extend4", "gate-t90-extend2", "gate-signflip10-extend4", "gate-two-part-extend4",
+    "gate-c4-t95-extend4", "gate-t90-extend4-share60",
+    # The gate's stress test: a baseline worth 0.268 that is easy to lose to.
+    "shipped@mid", "shipped-look3@mid", "gate-t95@mid", "gate-t90@mid", "gate-signflip10@mid", "gate-two-part@mid", "gate-bootstrap@mid",
+    "gate-mean@mid", "gate-t90-extend4@mid",
+    # Samplers under the shipped race, and the bounds.
+    "random-race", "qmc", "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
 )
 
 
@@ -582,6 +596,8 @@ COMPARED = (
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    from ratiotune.stats import wilson
+
     ratios = np.array([r["ratio"] for r in records])
     trues = np.array([r["true"] for r in records])
     q1, med, q3 = np.percentile(trues, [25, 50, 75])
@@ -600,6 +616,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "pi_covers_new_run": statistics.fmean(new_run) if new_run else None,
         "ci_covers_true": statistics.fmean(ci) if ci else None,
         "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
+        "worse_count": sum(r["worse_than_baseline"] for r in records),
+        "worse_wilson": wilson(sum(r["worse_than_baseline"] for r in records), len(records)),
+        "trial_epochs_mean": statistics.fmean(r["trial_epochs"] for r in records),
+        "second_look": statistics.fmean(bool(r.get("extended")) for r in records),
         "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
         "refused": statistics.fmean(bool(r.get("refused")) for r in records),
         "reused": statistics.fmean(bool(r.get("reused_seeds")) for r in records),
@@ -615,18 +635,20 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: 
         f"Table: {len(table.keys)} grid points x {len(table.seeds)} seeds; best grid config "
         f"{table.best_key} true value {table.best_value:.3f}.",
         "",
-        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs median (max) | "
-        "PI holds a new run | PI holds true value | CI holds true value | not confirmed | worse than baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs mean / median (max) | "
+        "PI holds a new run | PI holds true value | not confirmed (second look) | worse than baseline [95% Wilson] |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, records in results.items():
         s = summarize(records)
         refused = f" ({pct(s['refused'])} refused)" if s["refused"] else ""
+        second = f" ({pct(s['second_look'])})" if s["second_look"] else ""
+        low, high = s["worse_wilson"]
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
-            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | {pct(s['pi_covers_true'])} | "
-            f"{pct(s['ci_covers_true'])} | "
-            f"{pct(s['not_confirmed'])}{refused} | {pct(s['worse_than_baseline'])} |"
+            f"{s['trial_epochs_mean']:.0f} / {s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | "
+            f"{pct(s['pi_covers_true'])} | {pct(s['not_confirmed'])}{second}{refused} | "
+            f"{s['worse_count']} ({pct(s['worse_than_baseline'])}) [{low:.1%}, {high:.1%}] |"
         )
     reused = max(summarize(records)["reused"] for records in results.values())
     lines += ["", f"A study needs 1 search seed + the race's seeds; where the table has fewer, seeds repeat "
