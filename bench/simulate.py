@@ -1,6 +1,6 @@
 """Replay whole studies against the tabulated smoke benchmark: the real sampler, ASHA, objective, race and gate, no training.
 
-    python bench/simulate.py                          # every design, 200 studies each (minutes, one core)
+    python bench/simulate.py --studies 600            # the compared designs, 600 studies each (~6 min, one core)
     python bench/simulate.py --studies 20 --designs shipped,random
     python bench/simulate.py --table bench/table/smoke_table.csv --out docs/bench/simulate
 
