@@ -1,6 +1,6 @@
 """Does the default pipeline ship a better config? Methods compared by what a user ships, at equal compute.
 
-    .venv/bin/python bench/search_quality.py --quick          # 3 search seeds, 3 retrain seeds, 8 epochs (< 25 min, 2 cores)
+    .venv/bin/python bench/search_quality.py --quick          # 2 search seeds, 3 retrain seeds, 8 epochs (< 25 min, 2 cores)
     .venv/bin/python bench/search_quality.py                  # 4 search seeds, 6 retrain seeds, smoke's epochs
 
 Methods, all on builtin:tiny with studies/smoke.yaml's task, space and eval protocol:
@@ -22,8 +22,9 @@ used by any search or race), and each run's final epoch is scored on the test pr
 over seeds is the method's shipped value (a diverged or errored run scores 0, the worst value,
 and counts); reported minus shipped is the method's optimism.
 A search seed s sets train.seed = 100 s (trials use it; the race and retrains use s's own
-fresh seeds above it). The seed-config's shipped value does not depend on the search seed, so
-it is retrained once.
+fresh seeds above it). A config is retrained once: when two methods ship the same config (the
+default's gate keeps the baseline, which is the seed-config) they share its retrain runs (the
+CSV's `retrain` column says `shared`); the seed-config's value does not depend on the search seed.
 
 Writes docs/bench/search_quality[_quick].{md,csv}; the last line printed is
 `default shipped X vs random Y vs seed-config Z at B trial-epochs (default optimism D)`.
@@ -149,15 +150,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # --quick is the real-run confirmation of docs/search-quality.md's simulated choice: a check that real
     # studies behave as the simulated ones, not the comparison itself (that needs hundreds of studies).
-    parser.add_argument("--quick", action="store_true", help="3 search seeds, 8 epochs per trial, 3 retrain seeds (< 25 min on 2 cores)")
-    parser.add_argument("--seeds", type=int, help="search seeds per method (default 4; 3 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="2 search seeds, 8 epochs per trial, 3 retrain seeds (< 25 min on 2 cores)")
+    parser.add_argument("--seeds", type=int, help="search seeds per method (default 4; 2 with --quick)")
     parser.add_argument("--retrain-seeds", type=int, help="fresh seeds each winner is retrained on (default 6; 3 with --quick)")
     parser.add_argument("--epochs", type=int, help="epochs per trial (default smoke's; 8 with --quick)")
     parser.add_argument("--out", type=Path, help="output prefix (default docs/bench/search_quality[_quick])")
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count())
     args = parser.parse_args()
     retrain_seeds = args.retrain_seeds or (3 if args.quick else 6)
-    search_seeds = args.seeds or (3 if args.quick else 4)
+    search_seeds = args.seeds or (2 if args.quick else 4)
     epochs = args.epochs or (8 if args.quick else None)
     out = args.out or REPO / "docs" / "bench" / ("search_quality_quick" if args.quick else "search_quality")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -167,6 +168,7 @@ def main() -> None:
     # address="local": always our own instance, never a cluster someone else started on this machine.
     ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, configure_logging=True, logging_level="WARNING")
     records: list[dict] = []
+    retrained: dict[tuple, tuple[float, list[float | None]]] = {}  # a config's retrain, shared by methods that ship it
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ratiotune-bench-") as tmp:
         storage = Path(tmp)
@@ -179,12 +181,18 @@ def main() -> None:
             if seed == 0:
                 methods["seed-config"] = {"config": study.baseline(), "reported": None, "selection": None,
                                           "recommended": None, "trial_epochs": 0, "wall_s": 0.0}
+            if seed == 0:  # first, so a default that keeps the baseline shares its runs
+                methods = {"seed-config": methods.pop("seed-config"), **methods}
             for method, result in methods.items():
-                value, per_seed = shipped_value(study, result["config"], fresh, storage / f"retrain-{method}-{seed}")
+                key = tuple(sorted((k, result["config"][k]) for k in study.search.space))
+                shared = key in retrained
+                if not shared:
+                    retrained[key] = shipped_value(study, result["config"], fresh, storage / f"retrain-{method}-{seed}")
+                value, per_seed = retrained[key]
                 reported = result["reported"]
                 records.append({
                     "method": method, "seed": seed, "shipped": value,
-                    "shipped_per_seed": per_seed,
+                    "shipped_per_seed": per_seed, "retrain": "shared" if shared else "own",
                     "reported": reported,
                     "optimism": None if reported is None else reported - value,
                     "recommended": result["recommended"],

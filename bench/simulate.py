@@ -1,6 +1,6 @@
 """Replay whole studies against the tabulated smoke benchmark: the real sampler, ASHA, objective, race and gate, no training.
 
-    python bench/simulate.py                          # every design, 200 studies each (minutes, one core)
+    python bench/simulate.py --studies 600            # the compared designs, 600 studies each (~6 min, one core)
     python bench/simulate.py --studies 20 --designs shipped,random
     python bench/simulate.py --table bench/table/smoke_table.csv --out docs/bench/simulate
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import csv
 import math
 import statistics
@@ -197,7 +198,8 @@ def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
 # --------------------------------------------------------------------------- the race
 
 
-def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table, fresh_seed, search_epochs: int) -> dict[str, Any]:
+def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table, fresh_seed, search_epochs: int,
+             rule: str | None = None, extend: int | None = None) -> dict[str, Any]:
     """The race as race.py runs it, on the table: intensify.plan fits it to race.max_share of the
     study's trial-epochs (the search counted as it really ran), intensify.Intensifier picks the
     winner against the baseline on paired fresh seeds (the objective at the final epoch, a diverged
@@ -205,7 +207,9 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
     figure) whether the winner ships or the baseline stands.
 
     ranked: the search's clean trials, best objective first; baseline: its four values (None: none).
-    fresh_seed(j): the j-th fresh seed.
+    fresh_seed(j): the j-th fresh seed. rule: a candidate gate (gate_rule) instead of intensify.gate;
+    extend: paired seeds added for a second look when the first refused a winner ahead on the mean
+    (None: race.second_look_seeds, as race.py does).
     """
     from ratiotune.intensify import Intensifier, PlanError, gate
     from ratiotune.objective import trailing_mean
@@ -249,15 +253,85 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
         winner, runs = policy.winner, policy.spent
         used = max(len(row["seeds"]) for row in policy.summary()["final"])
     seeds = [fresh_seed(j) for j in range(used, used + plan.confirm_seeds)]
-    winner_runs = [table.run(keys[winner], s) for s in seeds]
-    values = [r.test for r in winner_runs]
-    base = [table.run(baseline_key, s).test for s in seeds] if baseline_key is not None else None
-    runs += len(seeds) * (1 if base is None or winner == "baseline" else 2)
-    decision = gate(values, base, collapsed=[r.collapsed for r in winner_runs], worst=0.0,
-                    max_collapse_share=spec.max_collapse_share, mode=study.search.mode,
-                    winner_is_baseline=winner == "baseline")
+    collapsed: list[bool] = []
+    values: list[float] = []
+    base: list[float] | None = [] if baseline_key is not None else None
+
+    def confirm(more: list[int]) -> None:
+        nonlocal runs
+        winner_runs = [table.run(keys[winner], s) for s in more]
+        values.extend(r.test for r in winner_runs)
+        collapsed.extend(r.collapsed for r in winner_runs)
+        if base is not None:
+            base.extend(table.run(baseline_key, s).test for s in more)
+        # race.py confirms two configs whenever there is a baseline: when the race kept it, the best
+        # challenger runs beside it, so both are shown.
+        runs += len(more) * (1 if base is None or len(names) == 1 else 2)
+
+    def decide() -> tuple[bool, bool]:
+        """(recommend, a second look may change it)."""
+        if rule is None:  # the shipped gate, intensify.gate itself
+            decision = gate(values, base, collapsed=collapsed, worst=0.0, max_collapse_share=spec.max_collapse_share,
+                            mode=study.search.mode, winner_is_baseline=winner == "baseline")
+            return decision["recommend"], decision["second_look"]
+        recommend = winner != "baseline" and gate_rule(rule, values, base, collapsed, spec.max_collapse_share)
+        return recommend, (not recommend and winner != "baseline" and base is not None and sum(values) > sum(base))
+
+    confirm(seeds)
+    recommend, second_look = decide()
+    extend = spec.second_look_seeds if extend is None else extend
+    extended = False
+    if extend and second_look:
+        # A second look (race.py's confirm-2): the first fell short but the winner leads on the mean.
+        more = [fresh_seed(j) for j in range(used + len(seeds), used + len(seeds) + extend)]
+        seeds = seeds + more
+        confirm(more)
+        (recommend, _), extended = decide(), True
     return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
-            "seeds_used": used + len(seeds), "recommend": decision["recommend"], "plan": plan}
+            "seeds_used": used + len(seeds), "recommend": recommend, "plan": plan, "extended": extended}
+
+
+def gate_rule(rule: str, values: list[float], base: list[float] | None, collapsed: list[bool], max_collapse_share: float) -> bool:
+    """Candidate gates (bench-only; the shipped one is intensify.gate). All see the same paired
+    final-epoch test values; each recommends the winner or keeps the baseline."""
+    from scipy import stats as st
+
+    from ratiotune.stats import signflip_p
+
+    n = len(values)
+    collapse_ok = sum(collapsed) / n <= max_collapse_share
+    if base is None:
+        return collapse_ok
+    d = np.array(values) - np.array(base)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+
+    def t_bound(x: np.ndarray, level: float) -> float:
+        if len(x) < 2:
+            return -math.inf
+        return float(x.mean() - st.t.ppf(level, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+    if rule == "t95":
+        return t_bound(d, 0.95) > 0 and collapse_ok
+    if rule == "t90":
+        return t_bound(d, 0.90) > 0 and collapse_ok
+    if rule == "signflip":
+        return signflip_p(list(d)) <= 0.05 and collapse_ok
+    if rule == "signflip10":
+        return signflip_p(list(d)) <= 0.10 and collapse_ok
+    if rule == "signflip-nocollapse":
+        return signflip_p(list(d)) <= 0.05
+    if rule == "two-part":
+        # Collapse (a zero on the test prompts) tested apart: at most a third of the seeds, and
+        # where the winner learned, its margin's one-sided 95% t bound above 0.
+        learned = np.array(values) > 0
+        return learned.mean() >= 2 / 3 and t_bound(d[learned], 0.95) > 0
+    if rule == "bootstrap":
+        rng = np.random.default_rng(0)
+        means = d[rng.integers(0, n, size=(2000, n))].mean(axis=1)
+        return float(np.quantile(means, 0.05)) > 0 and collapse_ok
+    if rule == "mean":
+        return mean > 0  # no test at all: what the gate's protection costs, the other way round
+    raise ValueError(f"unknown gate rule {rule!r}")
 
 
 # --------------------------------------------------------------------------- one study, one design
@@ -279,6 +353,8 @@ class Design:
     # plan may lower them to fit max_share (intensify.plan never lowers what a study file sets).
     race_defaults: tuple[tuple[str, Any], ...] = ()
     as_shipped: bool = False  # smoke.yaml exactly as it is in the repository (its search settings included)
+    gate: str | None = None  # a candidate gate rule (gate_rule); None: intensify.gate as shipped
+    extend: int = 0  # confirmation seeds added for a second look (0: one look)
     note: str = ""
 
 
@@ -329,7 +405,9 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
     else:
         first_fresh = design.search_seeds
         ranked = sorted(clean, key=lambda t: -t.objective)
-        result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table, lambda j: seed_at(first_fresh + j), search_epochs)
+        result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table,
+                          lambda j: seed_at(first_fresh + j), search_epochs, rule=design.gate,
+                          extend=design.extend if design.gate else None)
         if result.get("refused"):
             record["refused"] = True
             result = {"recommend": False, "winner": baseline_key, "values": [], "baseline_values": [], "runs": 0,
@@ -353,6 +431,7 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
             news = [table.run(shipped, s).test for s in unused]
             record["pi_covers_new_run"] = statistics.fmean(interval[0] <= v <= interval[1] for v in news) if news else None
         record["raced_winner"] = result["winner"]
+        record["extended"] = result.get("extended", False)
     true = table.true_value(shipped)
     record.update({
         "shipped": shipped, "true": true, "ratio": true / table.best_value,
@@ -381,8 +460,9 @@ def designs(budget: int) -> list[Design]:
     return [
         Design("shipped", as_shipped=True, note="studies/smoke.yaml as it is in the repository"),
         Design("smoke-before", note="smoke.yaml before this choice (issue 23's race): TPE with Optuna's 10 random "
-               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, race defaults "
-               "with 4 confirmation seeds", race_defaults=(("confirm_seeds", 4),)),
+               "start-up trials (so its 8 samples are random search's draws), ASHA grace 4 / factor 2, the race "
+               "with 4 confirmation seeds, share 0.7, the 95% gate on one look", gate="t95",
+               race_defaults=(("confirm_seeds", 4), ("max_share", 0.7))),
         Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
                note=f"today's practice (bench/search_quality.py's random): {random_trials} random full-length trials, "
                "the best single epoch wins, no race"),
@@ -436,6 +516,7 @@ def designs(budget: int) -> list[Design]:
         Design("tpe-16-start5-mv-oracle", ("search.num_samples=16", "search.startup_trials=5", "search.multivariate=true",
                                            "race.enabled=false"), pick="oracle",
                note="the 16-sample multivariate TPE search's configs, the best true value ships (an upper bound)"),
+        *gate_designs(),
         # Seeds as instances during the search: trial i trains on seed i mod k.
         Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
         # Everything to the search.
@@ -444,12 +525,70 @@ def designs(budget: int) -> list[Design]:
     ]
 
 
+# The gate's stress test: a baseline that searches often do not beat. lr 4e-4 / 4 gens / 16 tokens
+# (grid point 3.97e-4) is worth 0.268 over the table's 10 seeds and never scores 0, while many
+# configs a search finds are bimodal with a true value below it: what a gate must not ship.
+MID_BASELINE = ("search.baseline.learning_rate=4.0e-4", "search.baseline.num_generations=4",
+                "search.baseline.max_new_tokens=16")
+
+
+def gate_designs() -> list[Design]:
+    """The shipped pipeline with each candidate gate, twice: with smoke's baseline (the tutorial's
+    config, 0.097) and with MID_BASELINE (`@mid`), where shipping a worse config is easy."""
+    gates = [
+        Design("gate-t95", gate="t95", note="one-sided 95% t bound of the paired margin > 0, collapse share <= 0.25, 6 seeds (before this change)"),
+        Design("gate-t90", gate="t90", note="one-sided 90% t bound > 0, collapse share <= 0.25, 6 seeds"),
+        Design("gate-signflip", gate="signflip", note="exact one-sided sign-flip test of the paired margin, p <= 0.05, collapse share <= 0.25, 6 seeds"),
+        Design("gate-signflip10", gate="signflip10", note="sign-flip test at p <= 0.10, collapse share <= 0.25, 6 seeds"),
+        Design("gate-two-part", gate="two-part", note="two parts: the winner scores 0 on at most 1/3 of the seeds, and where it learned its margin's 95% t bound > 0"),
+        Design("gate-bootstrap", gate="bootstrap", note="percentile bootstrap 5% quantile of the mean margin > 0 (2,000 resamples), collapse share <= 0.25"),
+        Design("gate-mean", gate="mean", note="the winner ships when its mean beats the baseline's on the 6 seeds: no test"),
+        Design("gate-t90-extend4", gate="t90", extend=4, note="t90; refused but ahead on the mean: 4 more paired seeds, t90 on all 10"),
+        Design("gate-t90-extend2", gate="t90", extend=2, note="t90; refused but ahead on the mean: 2 more paired seeds, t90 on all 8"),
+        Design("gate-t90-extend4-share65", gate="t90", extend=4, race_defaults=(("max_share", 0.65),),
+               note="t90 with a 4-seed second look, the race's share 0.65 (pays for the second look)"),
+        Design("gate-t90-extend4-share60", gate="t90", extend=4, race_defaults=(("max_share", 0.6),),
+               note="t90 with a 4-seed second look, the race's share 0.6"),
+        Design("gate-signflip10-extend4", gate="signflip10", extend=4, note="sign-flip at 0.10; refused but ahead on the mean: 4 more paired seeds"),
+        Design("gate-two-part-extend4", gate="two-part", extend=4, note="two-part; refused but ahead on the mean: 4 more paired seeds, two-part on all 10"),
+        Design("gate-t95-extend4", gate="t95", extend=4, note="t95; refused but ahead on the mean: 4 more paired seeds, t95 on all 10"),
+        Design("gate-signflip-extend4", gate="signflip", extend=4, note="sign-flip; refused but ahead on the mean: 4 more paired seeds, sign-flip on all 10"),
+        Design("gate-c4-signflip-extend4", gate="signflip", extend=4, race_defaults=(("confirm_seeds", 4),),
+               note="4 confirmation seeds, sign-flip; refused but ahead on the mean: 4 more, sign-flip on all 8"),
+        Design("gate-c4-t95-extend4", gate="t95", extend=4, race_defaults=(("confirm_seeds", 4),),
+               note="4 confirmation seeds, t95; refused but ahead on the mean: 4 more, t95 on all 8"),
+    ]
+    out = []
+    for d in gates:
+        if not any(k == "max_share" for k, _ in d.race_defaults):  # the race's share before this choice
+            d = dataclasses.replace(d, race_defaults=(*d.race_defaults, ("max_share", 0.7)))
+        out.append(dataclasses.replace(d, as_shipped=True))
+        out.append(dataclasses.replace(d, name=d.name + "@mid", as_shipped=True, overrides=d.overrides + MID_BASELINE,
+                                       note=d.note + "; baseline lr 4e-4 / 4 / 16 (0.268)"))
+    out.append(Design("shipped@mid", as_shipped=True, overrides=MID_BASELINE, note="the shipped pipeline, baseline lr 4e-4 / 4 / 16 (0.268)"))
+    # The table has 10 seeds: search 1 + confirmation 6 + second look 4 = 11, so a second look's last
+    # seed repeats the search's seed (the same table runs). A 3-seed second look repeats none.
+    out.append(Design("shipped-look3", as_shipped=True, race_defaults=(("second_look_seeds", 3),),
+                      note="the shipped pipeline with a 3-seed second look: no seed repeats on the 10-seed table"))
+    out.append(Design("shipped-look3@mid", as_shipped=True, overrides=MID_BASELINE, race_defaults=(("second_look_seeds", 3),),
+                      note="shipped-look3, baseline lr 4e-4 / 4 / 16 (0.268)"))
+    return out
+
+
 # What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
 # (and gp-start3: ~2 s a study for the GP fit) with --designs.
 COMPARED = (
-    "shipped", "smoke-before", "random", "random-objective", "random-race", "qmc", "tpe-start3", "tpe-start3-mv", "tpe-start3-grace2",
-    "tpe-start3-seeds2", "tpe-start3-mv-confirm6", "tpe-8-start3-mv-race75", "tpe-12-start4-mv",
-    "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
+    "shipped", "shipped-look3", "gate-t95", "smoke-before", "random", "random-objective",
+    # Gates at the previous compute (race share 0.7, one look).
+    "gate-t90", "gate-signflip", "gate-signflip10", "gate-two-part", "gate-bootstrap", "gate-mean",
+    # A second look (4 more paired seeds when the first falls short but the winner leads on the mean).
+    "gate-t95-extend4", "gate-t90-extend4", "gate-t90-extend2", "gate-signflip10-extend4", "gate-two-part-extend4",
+    "gate-c4-t95-extend4", "gate-t90-extend4-share60",
+    # The gate's stress test: a baseline worth 0.268 that is easy to lose to.
+    "shipped@mid", "shipped-look3@mid", "gate-t95@mid", "gate-t90@mid", "gate-signflip10@mid", "gate-two-part@mid", "gate-bootstrap@mid",
+    "gate-mean@mid", "gate-t90-extend4@mid",
+    # Samplers under the shipped race, and the bounds.
+    "random-race", "qmc", "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
 )
 
 
@@ -457,6 +596,8 @@ COMPARED = (
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    from ratiotune.stats import wilson
+
     ratios = np.array([r["ratio"] for r in records])
     trues = np.array([r["true"] for r in records])
     q1, med, q3 = np.percentile(trues, [25, 50, 75])
@@ -475,6 +616,10 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "pi_covers_new_run": statistics.fmean(new_run) if new_run else None,
         "ci_covers_true": statistics.fmean(ci) if ci else None,
         "worse_than_baseline": statistics.fmean(r["worse_than_baseline"] for r in records),
+        "worse_count": sum(r["worse_than_baseline"] for r in records),
+        "worse_wilson": wilson(sum(r["worse_than_baseline"] for r in records), len(records)),
+        "trial_epochs_mean": statistics.fmean(r["trial_epochs"] for r in records),
+        "second_look": statistics.fmean(bool(r.get("extended")) for r in records),
         "not_confirmed": statistics.fmean(not r["passed_gate"] for r in gated) if gated else None,
         "refused": statistics.fmean(bool(r.get("refused")) for r in records),
         "reused": statistics.fmean(bool(r.get("reused_seeds")) for r in records),
@@ -490,18 +635,20 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], catalogue: 
         f"Table: {len(table.keys)} grid points x {len(table.seeds)} seeds; best grid config "
         f"{table.best_key} true value {table.best_value:.3f}.",
         "",
-        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs median (max) | "
-        "PI holds a new run | PI holds true value | CI holds true value | not confirmed | worse than baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| design | studies | true value median [IQR] | share >= 85% of best | trial-epochs mean / median (max) | "
+        "PI holds a new run | PI holds true value | not confirmed (second look) | worse than baseline [95% Wilson] |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, records in results.items():
         s = summarize(records)
         refused = f" ({pct(s['refused'])} refused)" if s["refused"] else ""
+        second = f" ({pct(s['second_look'])})" if s["second_look"] else ""
+        low, high = s["worse_wilson"]
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {pct(s['share_85'])} | "
-            f"{s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | {pct(s['pi_covers_true'])} | "
-            f"{pct(s['ci_covers_true'])} | "
-            f"{pct(s['not_confirmed'])}{refused} | {pct(s['worse_than_baseline'])} |"
+            f"{s['trial_epochs_mean']:.0f} / {s['trial_epochs']:.0f} ({s['trial_epochs_max']}) | {pct(s['pi_covers_new_run'])} | "
+            f"{pct(s['pi_covers_true'])} | {pct(s['not_confirmed'])}{second}{refused} | "
+            f"{s['worse_count']} ({pct(s['worse_than_baseline'])}) [{low:.1%}, {high:.1%}] |"
         )
     reused = max(summarize(records)["reused"] for records in results.values())
     lines += ["", f"A study needs 1 search seed + the race's seeds; where the table has fewer, seeds repeat "

@@ -6,6 +6,7 @@ every run's value up in a table, record it, until the race is done.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ratiotune.intensify import Intensifier, PlanError, gate, plan
@@ -118,7 +119,9 @@ def test_a_single_contender_goes_straight_to_the_gate():
 def test_the_gate_recommends_a_winner_that_beats_the_baseline_on_every_seed():
     result = gate([0.40, 0.35, 0.45, 0.38], [0.10, 0.12, 0.08, 0.11], collapsed=[False] * 4, worst=0.0,
                   max_collapse_share=0.25)
-    assert result["recommend"] and result["margin_lower95"] > 0.2
+    assert result["recommend"] and result["margin_lower"] > 0.2 and not result["second_look"]
+    d = np.array([0.30, 0.23, 0.37, 0.27])  # the 90% one-sided t bound: mean - t(0.90, 3)·sd/sqrt(4)
+    assert result["confidence"] == 0.9 and result["margin_lower"] == pytest.approx(d.mean() - 1.638 * d.std(ddof=1) / 2)
 
 
 def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
@@ -132,18 +135,19 @@ def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
 def test_the_gate_refuses_a_winner_whose_margin_bound_is_not_above_zero():
     # The bench's seed-2 case: the recommended config scored 0 on all 4 confirmation seeds.
     result = gate([0.0, 0.0, 0.0, 0.0], [0.1, 0.05, 0.2, 0.1], collapsed=[True] * 4, worst=0.0, max_collapse_share=0.25)
-    assert not result["recommend"] and "lower bound" in result["reason"]
+    assert not result["recommend"] and "lower bound" in result["reason"] and not result["second_look"]  # behind: no second look
     # A mean margin of +0.1 on 4 noisy seeds is not shown either: lower bound below 0.
     noisy = gate([0.6, 0.1, 0.5, 0.2], [0.2, 0.3, 0.3, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25)
-    assert noisy["margin"]["mean"] == pytest.approx(0.1) and noisy["margin_lower95"] < 0 and not noisy["recommend"]
+    assert noisy["margin"]["mean"] == pytest.approx(0.1) and noisy["margin_lower"] < 0 and not noisy["recommend"]
+    assert noisy["second_look"]  # ahead on the mean: more paired seeds may show it
 
 
 def test_a_diverged_confirmation_run_counts_in_the_gate_as_the_worst_value():
-    clean = gate([0.4, 0.4, 0.45, 0.42], [0.1, 0.1, 0.12, 0.1], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.3)
-    flaky = gate([0.4, None, 0.45, 0.42], [0.1, 0.1, 0.12, 0.1], collapsed=[False, True, False, False], worst=0.0,
+    clean = gate([0.4, 0.4, 0.45, 0.42], [0.2, 0.2, 0.22, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.3)
+    flaky = gate([0.4, None, 0.45, 0.42], [0.2, 0.2, 0.22, 0.2], collapsed=[False, True, False, False], worst=0.0,
                  max_collapse_share=0.3)
     assert clean["recommend"] and not flaky["recommend"]
-    assert flaky["margin"]["n"] == 4 and flaky["margin"]["mean"] == pytest.approx((0.3 - 0.1 + 0.33 + 0.32) / 4)
+    assert flaky["margin"]["n"] == 4 and flaky["margin"]["mean"] == pytest.approx((0.2 - 0.2 + 0.23 + 0.22) / 4)
 
 
 def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
@@ -158,7 +162,8 @@ def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
 def test_a_study_with_room_races_the_plan_as_set():
     p = plan(RaceSpec(), search_epochs=12 * 12, run_epochs=12, available=6, baseline=True)
     assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 6, None)
-    assert p.budget == min(int(144 * 0.7 / 0.3 / 12) - 12, 5 * 8) and p.share <= 0.7
+    share = RaceSpec().max_share  # 0.65 since the gate's second look (it pays for that look)
+    assert p.budget == min(int(144 * share / (1 - share) / 12) - 12, 5 * 8) == 10 and p.share <= share
 
 
 def test_a_small_study_is_fitted_and_says_so_in_one_line():

@@ -106,7 +106,7 @@ def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float
     trials = [run(i, s, [0.3], test={"test/in_range_fraction": v, "test/mean_reward": v})
               for i, values in ((1, winner_test), (0, baseline_test)) for s, v in zip(seeds, values)]
     the_plan = plan(study.race, search_epochs=1000, run_epochs=2, available=1, baseline=True)
-    return summarize(study, field, 1, [1, 0], SimpleNamespace(trials=trials), policy, the_plan, 8, 0.0, seeds)
+    return summarize(study, field, 1, [1, 0], trials, policy, the_plan, 8, 0.0, seeds)
 
 
 def test_a_collapsed_race_winner_is_not_recommended_and_the_baseline_stands(tiny_study):
@@ -124,7 +124,7 @@ def test_a_collapsed_race_winner_is_not_recommended_and_the_baseline_stands(tiny
 def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_study):
     summary = race_summary(tiny_study, [0.45, 0.5, 0.4, 0.48], [0.2, 0.25, 0.15, 0.2])
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
-    assert summary["margin"]["mean"] == pytest.approx(0.2575) and summary["gate"]["margin_lower95"] > 0
+    assert summary["margin"]["mean"] == pytest.approx(0.2575) and summary["gate"]["margin_lower"] > 0
     assert verdict(summary).startswith("confirmed: lr 0.003, gens 4")
     assert summary["seeds"] == {"selection": [1, 2], "confirmation": [9, 10, 11, 12]}
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_a"]
@@ -204,6 +204,23 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"
+    assert "looks" not in summary["gate"] and len(asked) == 2  # round 0, the confirmation: no second look
+
+
+def test_a_winner_ahead_on_the_mean_but_not_shown_better_gets_a_second_look(tiny_study, tmp_path, monkeypatch):
+    # Bimodal: 0.7 on most seeds, 0.05 on seeds 10, 12 and 14. On the 6 confirmation seeds (9-14)
+    # the margin's 90% bound is -0.04 (mean 0.175: three of six at -0.15); the winner leads on the
+    # mean, so both train on race.second_look_seeds (4) more seeds (15-18), and on all 10 the
+    # bound is 0.168 > 0.
+    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.05 if s in (10, 12, 14) else 0.7,
+             "trial_mid": lambda s: 0.1, "trial_bad": lambda s: 0.0}
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    assert {r[SEED_KEY] for r in asked[-2]} == set(range(9, 15))
+    assert {r[SEED_KEY] for r in asked[-1]} == set(range(15, 19)) and {r[CONTENDER_KEY] for r in asked[-1]} == {0, 1}
+    assert summary["gate"]["looks"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
+    assert summary["gate"]["margin"]["n"] == 10 and summary["gate"]["recommend"]
+    assert any("(after a second look)" in line for line in headline(summary))
+    assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
 
 
 def test_race_that_keeps_the_baseline_confirms_the_best_challenger_beside_it(tiny_study, tmp_path, monkeypatch):

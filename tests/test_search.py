@@ -24,7 +24,9 @@ def experiment(tmp_path_factory):
     study = tiny_study_dict(
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
-        race={"enabled": True, "top_k": 1, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8},
+        # One look (second_look_seeds 0): the seeds asserted below stay fixed; test_race.py covers the second look.
+        race={"enabled": True, "top_k": 1, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
+              "second_look_seeds": 0},
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     wandb_dir = root / "wandb"

@@ -68,3 +68,18 @@ def test_the_prediction_interval_of_a_12_seed_mean_covers_95_percent_of_such_mea
         covered += low <= float(smoke_like(rng, 12).mean()) <= high
     assert abs(covered / REPETITIONS - 0.95) <= 0.03, covered / REPETITIONS
     assert predict_mean(describe([0.1, 0.3]), 1) == describe([0.1, 0.3])["pi95"]
+
+
+def test_the_sign_flip_test_is_exact_and_weighs_differences_by_size():
+    from ratiotune.stats import signflip_p
+
+    # Every difference positive: only the observed pattern reaches the observed sum, p = 1/2**n.
+    assert signflip_p([0.5, 0.4, 0.6, 0.5, 0.45, 0.55]) == 1 / 64
+    # One small loss among wins: the observed pattern and the one with that loss flipped, p = 2/64.
+    assert signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.1]) == 2 / 64
+    # A large loss weighs more than a small one (the sign test would count both alike).
+    assert signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.6]) > signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.1])
+    # Its level is exact under the null: differences symmetric about 0.
+    rng = np.random.default_rng(0)
+    rejected = np.mean([signflip_p(list(rng.normal(size=6))) <= 0.0625 for _ in range(4000)])
+    assert abs(rejected - 0.0625) < 0.015

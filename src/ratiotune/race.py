@@ -17,9 +17,11 @@ learning rates collapses to 0. The race runs in two steps; the rules live in int
    winner and the baseline train on race.confirm_seeds further paired seeds; each run's final
    epoch is scored on the test prompts (never trained on, never selected on) with
    race.test_samples_factor x the search's eval pairs. A diverged or errored run scores the
-   metric's worst value and counts in n. The winner is recommended only if the one-sided 95%
+   metric's worst value and counts in n. The winner is recommended only if the one-sided 90%
    lower bound of its paired margin over the baseline is > 0 and its collapse share is at most
-   race.max_collapse_share; otherwise "not confirmed: the baseline stands". The confirmation
+   race.max_collapse_share; when that falls short but the winner leads on the mean, both train
+   on race.second_look_seeds more paired seeds (round confirm-2) and the gate decides on all of
+   them; otherwise "not confirmed: the baseline stands". The confirmation
    runs keep their final agents: those are what the figure describes, and what `best` names.
 
 Each round is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ...,
@@ -262,9 +264,19 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     test_pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
     planned = [{CONTENDER_KEY: i, SEED_KEY: s, TEST_KEY: test_pairs} for i in confirm for s in seeds]
     log(f"race confirmation: {len(confirm)} config(s) x {len(seeds)} fresh seeds {seeds}, test prompts, {test_pairs} pairs each")
-    confirmation = run_round(study, folder / "confirm", planned, field)
+    confirmation = run_round(study, folder / "confirm", planned, field).trials
     summary = summarize(study, field, winner, confirm, confirmation, policy, plan, test_pairs, worst, seeds)
-    summary["compute"] = compute(experiment, [*all_runs, *confirmation.trials])
+    more = study.race.second_look_seeds
+    if summary["gate"]["second_look"] and more > 0:
+        # The gate fell short but the winner leads on the mean: more paired seeds, then decide on all.
+        extra = fresh_seeds(study, study.race.max_seeds + len(seeds), more)
+        log(f"race second look: {summary['gate']['reason']}; winner and baseline x {more} more fresh seeds {extra}")
+        planned = [{CONTENDER_KEY: i, SEED_KEY: s, TEST_KEY: test_pairs} for i in confirm for s in extra]
+        confirmation = [*confirmation, *run_round(study, folder / "confirm-2", planned, field).trials]
+        seeds = [*seeds, *extra]
+        summary = summarize(study, field, winner, confirm, confirmation, policy, plan, test_pairs, worst, seeds)
+        summary["gate"]["looks"] = 2
+    summary["compute"] = compute(experiment, [*all_runs, *confirmation])
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     (folder / "summary.md").write_text(summary_markdown(summary))
     return summary
@@ -319,14 +331,14 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
 
 
 def summarize(
-    study: Study, field: list[Contender], winner: int, confirm: list[int], confirmation: Experiment,
+    study: Study, field: list[Contender], winner: int, confirm: list[int], confirmation: list[TrialResult],
     policy: Intensifier, plan: RacePlan, test_pairs: int, worst: float, confirm_seeds: list[int],
 ) -> dict[str, Any]:
     """race/summary.json: the plan, every selection round, the confirmation, the gate, the recommendation."""
     metric = honest_metric(study.search.metric)
     kept_baseline = field[winner].name == BASELINE
     shown = confirm[0]  # the winner, or (the race kept the baseline) the best challenger beside it
-    result = confirmed(study, confirmation.trials, shown, worst)
+    result = confirmed(study, confirmation, shown, worst)
     selection = policy.summary()
     race_score = next((row["mean"] for row in selection["final"] if row["contender"] == field[shown].name), None)
     summary: dict[str, Any] = {
@@ -361,7 +373,7 @@ def summarize(
     baseline_index = next((i for i in confirm if field[i].name == BASELINE), None)
     base = None
     if baseline_index is not None:
-        base = confirmed(study, confirmation.trials, baseline_index, worst)
+        base = confirmed(study, confirmation, baseline_index, worst)
         summary["baseline"] = {"config": field[baseline_index].config,
                                "hyperparameters": study.hyperparameters(field[baseline_index].config), **base}
     by_seed = {s["seed"]: s["scored"] for s in base["per_seed"]} if base else {}
@@ -445,10 +457,13 @@ def headline(summary: dict[str, Any]) -> list[str]:
         if band is not None:
             lines.append(f"re-run the {recommended} on {REPRODUCE_SEEDS} new seeds: 95% PI of their mean [{band[0]:.3f}, {band[1]:.3f}]")
     if summary.get("margin"):
-        low = summary["gate"]["margin_lower95"]
+        gate_ = summary["gate"]
+        low = gate_.get("margin_lower", gate_.get("margin_lower95"))  # margin_lower95: races before the 90% gate
+        level = f"{gate_.get('confidence', 0.95):.0%}"
         lines.append(
-            f"margin over the baseline (paired by seed): {format_interval(summary['margin'])}; one-sided 95% lower bound "
+            f"margin over the baseline (paired by seed): {format_interval(summary['margin'])}; one-sided {level} lower bound "
             + ("n/a" if low is None else f"{low:.3f}")
+            + (" (after a second look)" if gate_.get("looks") == 2 else "")
         )
     if w["search_score"] is not None:
         lines.append(

@@ -32,12 +32,24 @@ T_95 = (
     1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725,
     1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697,
 )
-Z_975, Z_95 = 1.959964, 1.644854
+# One-sided 90% (t 0.90): the gate's bound (intensify.gate).
+T_90 = (
+    3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
+    1.363, 1.356, 1.350, 1.345, 1.341, 1.337, 1.333, 1.330, 1.328, 1.325,
+    1.323, 1.321, 1.319, 1.318, 1.316, 1.315, 1.314, 1.313, 1.311, 1.310,
+)
+Z_975, Z_95, Z_90 = 1.959964, 1.644854, 1.281552
 
 
-def t_quantile(df: int, one_sided: bool = False) -> float:
-    """t(0.975, df), or t(0.95, df) when one_sided; beyond the table a Cornish-Fisher step from z (< 0.1% off)."""
-    table, z = (T_95, Z_95) if one_sided else (T_975, Z_975)
+def t_quantile(df: int, one_sided: bool = False, confidence: float = 0.95) -> float:
+    """t(0.975, df), or t(confidence, df) when one_sided (confidence 0.95 or 0.90); beyond the table
+    a Cornish-Fisher step from z (< 0.1% off)."""
+    if not one_sided:
+        table, z = T_975, Z_975
+    elif confidence in (0.95, 0.90):
+        table, z = (T_95, Z_95) if confidence == 0.95 else (T_90, Z_90)
+    else:
+        raise ValueError(f"one-sided confidence: 0.95 or 0.90 (the tables held); got {confidence}")
     if df <= len(table):
         return table[df - 1]
     return z + (z**3 + z) / (4 * df)
@@ -85,14 +97,19 @@ def predict_mean(stats: dict[str, Any], k: int, value_range: tuple[float, float]
 t_interval = describe
 
 
-def lower_bound_95(values: list[float]) -> float | None:
-    """One-sided 95% lower bound of the mean: mean - t(0.95, n-1)·sd/sqrt(n) (None below two values)."""
+def lower_bound(values: list[float], confidence: float = 0.95) -> float | None:
+    """One-sided lower bound of the mean: mean - t(confidence, n-1)·sd/sqrt(n) (None below two values)."""
     n = len(values)
     if n < 2:
         return None
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean - t_quantile(n - 1, one_sided=True) * sd / math.sqrt(n)
+    return mean - t_quantile(n - 1, one_sided=True, confidence=confidence) * sd / math.sqrt(n)
+
+
+def lower_bound_95(values: list[float]) -> float | None:
+    """One-sided 95% lower bound of the mean: mean - t(0.95, n-1)·sd/sqrt(n) (None below two values)."""
+    return lower_bound(values, 0.95)
 
 
 def wilson(successes: int, n: int) -> list[float] | None:
@@ -139,3 +156,27 @@ def format_share(collapsed: int, n: int) -> str:
         return "collapsed: n/a (no runs)"
     low, high = wilson(collapsed, n)
     return f"collapsed {collapsed} of {n} ({collapsed / n:.0%}, 95% Wilson interval [{low:.0%}, {high:.0%}])"
+
+
+def signflip_p(diffs: list[float]) -> float:
+    """Exact one-sided sign-flip (paired permutation) test that the mean paired difference is > 0.
+
+    p = the share of the 2**n sign patterns s whose sum(s_i·|d_i|) is at least the observed
+    sum(d_i): under the null that the two configs are exchangeable on every seed (each seed's
+    difference as likely +|d| as -|d|), p is exact at any n, with no normality assumed. Unlike
+    the sign test it weighs differences by size; unlike the t test one large loss (a collapse)
+    cannot swamp several wins through the sd. The smallest p is 1/2**n (n = 6: 0.016). n <= 20.
+    """
+    n = len(diffs)
+    if n == 0:
+        return 1.0
+    if n > 20:
+        raise ValueError(f"signflip_p enumerates 2**n patterns; n = {n} (at most 20)")
+    observed = sum(diffs)
+    sizes = [abs(d) for d in diffs]
+    # Tolerance: floating sums of the same numbers in another order differ in the last bits.
+    tol = 1e-12 * max(1.0, sum(sizes))
+    sums = [0.0]
+    for size in sizes:
+        sums = [s + size for s in sums] + [s - size for s in sums]
+    return sum(s >= observed - tol for s in sums) / len(sums)
