@@ -111,8 +111,10 @@ def load_table(path: Path = TABLE) -> Table:
             epochs = sorted((k for k in row if k[:1] == "e" and k[1:].isdigit()), key=lambda k: int(k[1:]))
             curve = tuple(float(row[k]) for k in epochs if row[k] != "")
             diverged = int(row["diverged_epoch"]) if row["diverged_epoch"] else None
-            collapsed = row["collapsed"] == "1"
-            test = 0.0 if collapsed or row["test_in_range"] == "" else float(row["test_in_range"])
+            # Collapsed as race.py counts it: diverged, silent (every test reward 0), or the final test
+            # figure at the worst end of its range (in-range fraction 0), what a user sees as "0.000".
+            test = 0.0 if row["collapsed"] == "1" or row["test_in_range"] == "" else float(row["test_in_range"])
+            collapsed = row["collapsed"] == "1" or test == 0.0
             key = (float(row["learning_rate"]), int(row["num_generations"]), int(row["max_new_tokens"]))
             runs.setdefault(key, {})[int(row["seed"])] = Run(curve, diverged, test, collapsed)
     return Table(runs)
@@ -568,6 +570,13 @@ def gate_designs() -> list[Design]:
     out.append(Design("shipped@mid", as_shipped=True, overrides=MID_BASELINE, note="the shipped pipeline, baseline lr 4e-4 / 4 / 16 (0.268)"))
     # The table has 10 seeds: search 1 + confirmation 6 + second look 4 = 11, so a second look's last
     # seed repeats the search's seed (the same table runs). A 3-seed second look repeats none.
+    # The gate's collapse bound: what it costs now that a final figure of 0 counts as a collapse.
+    for share in (0.25, 1.0):
+        out.append(Design(f"shipped-collapse{share:g}", as_shipped=True, race_defaults=(("max_collapse_share", share),),
+                          note=f"the shipped pipeline with race.max_collapse_share {share:g}"))
+        out.append(Design(f"shipped-collapse{share:g}@mid", as_shipped=True, overrides=MID_BASELINE,
+                          race_defaults=(("max_collapse_share", share),),
+                          note=f"the shipped pipeline with race.max_collapse_share {share:g}, baseline lr 4e-4 / 4 / 16 (0.268)"))
     out.append(Design("shipped-look3", as_shipped=True, race_defaults=(("second_look_seeds", 3),),
                       note="the shipped pipeline with a 3-seed second look: no seed repeats on the 10-seed table"))
     out.append(Design("shipped-look3@mid", as_shipped=True, overrides=MID_BASELINE, race_defaults=(("second_look_seeds", 3),),
@@ -578,7 +587,7 @@ def gate_designs() -> list[Design]:
 # What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
 # (and gp-start3: ~2 s a study for the GP fit) with --designs.
 COMPARED = (
-    "shipped", "shipped-look3", "gate-t95", "smoke-before", "random", "random-objective",
+    "shipped", "shipped-look3", "shipped-collapse0.25", "shipped-collapse1", "gate-t95", "smoke-before", "random", "random-objective",
     # Gates at the previous compute (race share 0.7, one look).
     "gate-t90", "gate-signflip", "gate-signflip10", "gate-two-part", "gate-bootstrap", "gate-mean",
     # A second look (4 more paired seeds when the first falls short but the winner leads on the mean).
@@ -586,7 +595,7 @@ COMPARED = (
     "gate-c4-t95-extend4", "gate-t90-extend4-share60",
     # The gate's stress test: a baseline worth 0.268 that is easy to lose to.
     "shipped@mid", "shipped-look3@mid", "gate-t95@mid", "gate-t90@mid", "gate-signflip10@mid", "gate-two-part@mid", "gate-bootstrap@mid",
-    "gate-mean@mid", "gate-t90-extend4@mid",
+    "gate-mean@mid", "gate-t90-extend4@mid", "shipped-collapse0.25@mid", "shipped-collapse1@mid",
     # Samplers under the shipped race, and the bounds.
     "random-race", "qmc", "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
 )

@@ -92,6 +92,19 @@ def test_the_honest_figure_counts_a_diverged_run_as_the_worst_value_in_n(tiny_st
     assert result["collapse"] == {"collapsed": 2, "n": 4} and result["collapsed_fraction"] == 0.5
 
 
+def test_a_final_figure_of_zero_is_a_collapse_even_when_rewards_are_not(tiny_study):
+    # A user reading "per seed: 0.646, 0.000, ..." must not see "collapsed 0 of ...": agent 2 writing
+    # too much earns exp(-distance) > 0 per pair while no pair lands in the band.
+    study = validate_study(tiny_study)
+    runs = [
+        run(0, 3, [0.4, 0.5], test={"test/in_range_fraction": 0.5, "test/mean_reward": 0.7}),
+        run(0, 4, [0.1, 0.0], test={"test/in_range_fraction": 0.0, "test/mean_reward": 0.13}),
+    ]
+    result = confirmed(study, runs, 0, worst=0.0)
+    assert [s["collapsed"] for s in result["per_seed"]] == [False, True]
+    assert result["collapse"] == {"collapsed": 1, "n": 2}
+
+
 def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float]) -> dict:
     """summarize() on a finished selection (the challenger beat the baseline) and a hand-made confirmation."""
     tiny_study["search"]["space"]["num_generations"] = {"type": "choice", "values": [2, 4]}

@@ -429,5 +429,5 @@ def gate(
         reasons.append(f"it collapsed on {n_collapsed} of {len(collapsed)} seeds (share above {max_collapse_share:g})")
     out["recommend"] = beats and collapse_ok
     out["second_look"] = not out["recommend"] and bool(diffs) and sum(diffs) > 0
-    out["reason"] = "confirmed: beats the baseline on paired fresh seeds" if out["recommend"] else "; ".join(reasons)
+    out["reason"] = "it beats the baseline on paired fresh seeds" if out["recommend"] else "; ".join(reasons)
     return out

@@ -299,6 +299,10 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     A diverged or errored run has value None, is scored `worst` in the statistics and counts in n.
     """
     metric = honest_metric(study.search.metric)
+    bounds = value_range(metric)
+    # The worst end of a bounded figure (0 for a share or a reward to maximise): a run that ends there
+    # learned nothing a user can use, however its rewards look.
+    floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
     per_seed = []
     for run in sorted((r for r in runs if r.config[CONTENDER_KEY] == index), key=lambda r: r.config[SEED_KEY]):
         last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
@@ -313,9 +317,10 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
                 "epoch": last.get("epoch"),
                 "value": None if diverged else float(value),
                 "scored": worst if diverged else float(value),
-                # Collapsed: every test reward is 0 (agent 1 answers empty); the group baseline
-                # then has no signal and the run never recovers. A diverged run counts too.
-                "collapsed": diverged or last.get("test/mean_reward") == 0,
+                # Collapsed: the final test figure sits at its worst end (what `best` prints as
+                # 0.000), or every test reward is 0 (agent 1 answers empty: the group baseline then
+                # has no signal and the run never recovers), or the run diverged.
+                "collapsed": diverged or last.get("test/mean_reward") == 0 or (floor is not None and float(value) == floor),
                 "diverged": diverged,
                 # The final agents this figure describes (agent_0/, agent_1/ inside).
                 "agents": str(checkpoint) if checkpoint is not None and not diverged else None,
