@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.intensify import Intensifier, RacePlan, gate
-from ratiotune.metrics import TASK_METRICS, value_range
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
 from ratiotune.stats import describe, format_interval, format_share, predict_mean
 from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
@@ -62,9 +61,23 @@ class Contender:
 
 
 def honest_metric(metric: str) -> str:
-    """The test-prompt twin of the study metric (`eval/in_range_fraction` -> `test/in_range_fraction`)."""
-    name = metric.split("/", 1)[-1]
-    return f"test/{name}" if name in TASK_METRICS else metric
+    """The test-prompt twin of the study metric (`eval/in_range_fraction` -> `test/in_range_fraction`).
+
+    Every train/ and eval/ metric of a task's table is measured on the test prompts too (metrics.MetricTable).
+    """
+    split, sep, name = metric.partition("/")
+    return f"test/{name}" if sep and split in ("train", "eval") else metric
+
+
+def summary_range(summary: dict[str, Any]) -> tuple[float, float] | None:
+    """The honest metric's range a race or retrain summary recorded; summaries from before tasks were
+    plug-ins (length-ratio only) have none: that task's table answers."""
+    if "honest_range" in summary:
+        return tuple(summary["honest_range"]) if summary["honest_range"] else None
+    from ratiotune.metrics import MetricTable
+    from ratiotune.tasks.length_ratio import make_task
+
+    return MetricTable(make_task()).value_range(summary["honest_metric"])
 
 
 def race_dir(experiment_dir: Path) -> Path:
@@ -179,7 +192,7 @@ def run_value(study: Study, run: TrialResult) -> float | None:
 def worst_value(study: Study, metric: str, runs: list[TrialResult] = ()) -> float:
     """What a diverged or errored run scores: the metric's worst value (0 for shares and rewards);
     for an unbounded metric, the worst any search trial reported."""
-    bounds = value_range(metric)
+    bounds = study.metrics().value_range(metric)
     if bounds is not None:
         return bounds[0] if study.search.mode == "max" else bounds[1]
     seen = [row[metric] for run in runs for row in run.rows if _finite(row.get(metric))]
@@ -312,7 +325,7 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     collapsed = sum(s["collapsed"] for s in per_seed)
     return {
         "per_seed": per_seed,
-        "stats": describe([s["scored"] for s in per_seed], value_range(metric)),
+        "stats": describe([s["scored"] for s in per_seed], study.metrics().value_range(metric)),
         "collapse": {"collapsed": collapsed, "n": len(per_seed)},
         "collapsed_fraction": collapsed / len(per_seed) if per_seed else None,
     }
@@ -332,6 +345,8 @@ def summarize(
     summary: dict[str, Any] = {
         "metric": study.search.metric,
         "honest_metric": metric,
+        # The metric's range (clips the printed intervals); null when unbounded.
+        "honest_range": study.metrics().value_range(metric),
         "mode": study.search.mode,
         "protocol": {
             "prompts": study.task.test_prompts,
@@ -441,7 +456,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     recommended = summary.get("recommended", {}).get("which")
     if recommended:
         entry = summary[recommended]
-        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, value_range(metric))
+        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, summary_range(summary))
         if band is not None:
             lines.append(f"re-run the {recommended} on {REPRODUCE_SEEDS} new seeds: 95% PI of their mean [{band[0]:.3f}, {band[1]:.3f}]")
     if summary.get("margin"):
