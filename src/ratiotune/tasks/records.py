@@ -38,7 +38,7 @@ def load_records(source: str | Path, builtin: Mapping[str, Path] | None = None) 
         if source not in builtin:
             raise RecordsError(f"unknown builtin prompt set {source!r}; this task has: {', '.join(builtin) or '(none)'}")
         return load_records(str(builtin[source]))
-    location, split = split_source(source)
+    location, split = split_source(source) if not Path(source).exists() else (source, None)  # a file may hold a "#"
     path = Path(location)
     if path.is_dir():
         return _saved_dataset(path, split)
