@@ -36,7 +36,7 @@ from ratiotune.model_names import BUILTIN_MODELS, model_problem
 from ratiotune.tasks import BUILTIN_TASKS, Task, TaskLoadError, entry_file, load_task
 from ratiotune.tasks.records import RecordsError, canonical, is_plain_prompt, load_records, missing_field, split_source
 
-# Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt texts.
+# Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt records.
 PROMPTS_DIR = "prompts"
 # Where a folder keeps a task entry's .py file ("task/my_task.py:make_task").
 TASK_DIR = "task"
@@ -149,13 +149,14 @@ class TaskSpec(Strict):
             data["options"] = options
         return data
 
-    @model_validator(mode="after")
-    def _check(self) -> "TaskSpec":
-        if self.name is not None and self.name not in BUILTIN_TASKS:
-            close = difflib.get_close_matches(self.name, BUILTIN_TASKS, n=1)
+    @field_validator("name")
+    @classmethod
+    def _builtin(cls, name: str | None) -> str | None:
+        if name is not None and name not in BUILTIN_TASKS:
+            close = difflib.get_close_matches(name, BUILTIN_TASKS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"name: unknown task {self.name!r}{hint}; allowed: {', '.join(BUILTIN_TASKS)}, or task.entry for your own")
-        return self
+            raise ValueError(f"unknown task {name!r}{hint}; allowed: {', '.join(BUILTIN_TASKS)}, or task.entry for your own")
+        return name
 
     def key(self) -> str:
         """What makes the Task (name, entry, options): a cached Task stays valid while this is unchanged."""
@@ -668,7 +669,7 @@ def _type_name(annotation: Any) -> str:
 
 
 def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, require_prompts: bool = True) -> Study:
-    """Read, override (`dotted.key=value`) and validate a study file; read its prompt texts.
+    """Read, override (`dotted.key=value`) and validate a study file; read its prompt records (and a .py task entry).
 
     Relative paths in the file are resolved against the file's folder, relative paths in
     `--set` values against the current directory. A prompt file that cannot be read is an
