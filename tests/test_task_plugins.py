@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,16 @@ def test_a_plugin_task_trains_on_its_formatters_and_reward_and_travels(tiny_stud
     metrics = Trial(study, {}).run_epoch()
     assert {"train/longer_fraction", "eval/longer_fraction", "eval/flat_group_fraction"} <= set(metrics)
     assert 0.0 <= metrics["eval/longer_fraction"] <= 1.0 and math.isfinite(metrics["search/objective"])
+
+    # What Ray ships to a trial carries the plugin's source: it loads where the file does not exist.
+    import pickle
+
+    shipped = pickle.dumps(study)
+    (tmp_path / "project" / "tasks" / "longer.py").rename(tmp_path / "project" / "tasks" / "moved.py")
+    for name in [n for n in sys.modules if n.startswith("ratiotune_user_task_")]:
+        del sys.modules[name]  # as in a fresh trial process
+    assert pickle.loads(shipped).get_task().name == "longer"
+    (tmp_path / "project" / "tasks" / "moved.py").rename(tmp_path / "project" / "tasks" / "longer.py")
 
     # A folder keeps the plugin's file as it was read: task/longer.py, the entry rewritten to it.
     files = study_files(study)

@@ -142,6 +142,12 @@ class MetricTable:
             return self.reward_range()
         return known.bounds
 
+    def collapsed_reward(self) -> float:
+        """The mean test reward of a collapsed run: every reward at the bottom of the declared range
+        (length-ratio: 0, agent 1 answers empty); 0 when the task declares no range."""
+        bounds = self.reward_range()
+        return bounds[0] if bounds is not None else 0.0
+
     def reward_range(self) -> tuple[float, float] | None:
         if self._reward_range is False:
             from comlrl.utils.reward_utils import resolve_reward_range

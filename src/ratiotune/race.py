@@ -300,6 +300,7 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     A diverged or errored run has value None, is scored `worst` in the statistics and counts in n.
     """
     metric = honest_metric(study.search.metric)
+    floor = study.metrics().collapsed_reward()
     per_seed = []
     for run in sorted((r for r in runs if r.config[CONTENDER_KEY] == index), key=lambda r: r.config[SEED_KEY]):
         last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
@@ -314,9 +315,10 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
                 "epoch": last.get("epoch"),
                 "value": None if diverged else float(value),
                 "scored": worst if diverged else float(value),
-                # Collapsed: every test reward is 0 (agent 1 answers empty); the group baseline
-                # then has no signal and the run never recovers. A diverged run counts too.
-                "collapsed": diverged or last.get("test/mean_reward") == 0,
+                # Collapsed: every test reward at the reward's floor (length-ratio: 0, agent 1 answers
+                # empty); the group baseline then has no signal and the run never recovers. A
+                # diverged run counts too.
+                "collapsed": diverged or last.get("test/mean_reward") == floor,
                 "diverged": diverged,
                 # The final agents this figure describes (agent_0/, agent_1/ inside).
                 "agents": str(checkpoint) if checkpoint is not None and not diverged else None,

@@ -332,7 +332,8 @@ def summarize(plan: RetrainPlan, runs: Experiment, selection: Experiment | None 
         raise StudyError(f"every report run of the winner failed; see the trial logs under {plan.output / RUNS_DIR}")
     # The shipped run: best on the eval prompts (selection prompts), never on test.
     best_run = max(clean, key=lambda r: sign * r[metric])
-    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == 0)
+    floor = plan.study.metrics().collapsed_reward()
+    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == floor)
     return {
         "experiment": str(plan.experiment.directory.resolve()),
         "candidates_from": plan.source,
