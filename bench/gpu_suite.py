@@ -151,9 +151,10 @@ def bucket_prompts(tokenizer, n: int) -> list[str]:
     from collections import Counter
 
     from ratiotune.generation import cache_length
-    from ratiotune.task import load_prompts
+    from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
+    from ratiotune.tasks.records import prompt_texts
 
-    prompts = load_prompts("builtin:train")
+    prompts = prompt_texts("builtin:train", BUILTIN_PROMPTS)
     lengths = {p: cache_length(len(tokenizer(p).input_ids), 1) for p in prompts}
     common = Counter(lengths.values()).most_common(1)[0][0]
     return [p for p in prompts if lengths[p] == common][:n]

@@ -39,9 +39,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     study = load_study(REPO / "studies" / "smoke.yaml", args.overrides)
-    from ratiotune.task import load_prompts
+    from ratiotune.tasks.records import load_records
 
-    design_prompts = load_prompts(args.prompts)
+    design_prompts = load_records(args.prompts, study.get_task().builtin_prompts)
     for lr, generations, tokens in CONFIGS:
         for seed in args.seeds:
             start = time.perf_counter()

@@ -43,10 +43,11 @@ CONFIGS = {
 
 def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: bool, workdir: Path):
     from ratiotune.study import load_study
-    from ratiotune.task import load_prompts
+    from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
+    from ratiotune.tasks.records import prompt_texts
 
     prompts = workdir / f"prompts-{n_prompts}.txt"
-    prompts.write_text("\n".join(load_prompts("builtin:tutorial")[:n_prompts]) + "\n")
+    prompts.write_text("\n".join(prompt_texts("builtin:tutorial", BUILTIN_PROMPTS)[:n_prompts]) + "\n")
     overrides = [
         f"model.name={model}",
         f"task.train_prompts={prompts}",

@@ -2,7 +2,7 @@
 
 Two agents (two separate instances of the same model) answer the same prompt
 independently; agent 2 never sees agent 1's answer. The shared reward
-(ratiotune.task.LengthRatioReward) is 1.0 when agent 2's answer has 2-3x the
+(ratiotune.tasks.length_ratio, the builtin task "length-ratio") is 1.0 when agent 2's answer has 2-3x the
 characters of agent 1's and decays as exp(-distance) outside that band. MAGRPO
 trains both on it with the tutorial's settings: learning rate 5e-5, 3 epochs,
 8 generations per prompt, 128 new tokens, reward scale 100, logging every 10 steps.
@@ -30,7 +30,8 @@ from comlrl.utils.reward_processor import RewardProcessors
 from datasets import Dataset
 
 from ratiotune.models import load_agents
-from ratiotune.task import LengthRatioReward, load_prompts
+from ratiotune.tasks.length_ratio import make_task
+from ratiotune.tasks.records import load_records
 
 
 def parse_args() -> argparse.Namespace:
@@ -65,12 +66,15 @@ def main() -> None:
     if args.wandb:
         wandb_config = {"project": args.wandb_project, "entity": args.wandb_entity, "name": "magrpo-length-ratio"}
 
+    # The task in comlrl's terms: records, one formatter per agent, the shared reward.
+    task = make_task(target_min=2.0, target_max=3.0)
     trainer = MAGRPOTrainer(
         agents=agents,
         tokenizer=tokenizer,
-        # The tutorial's 10 training prompts, shipped with the package.
-        train_dataset=Dataset.from_dict({"prompt": load_prompts("builtin:tutorial")}),
-        reward_func=LengthRatioReward(target_min=2.0, target_max=3.0),
+        # The tutorial's 10 training prompts, shipped with the package: records {"prompt": ...}.
+        train_dataset=Dataset.from_list(load_records("builtin:tutorial", task.builtin_prompts)),
+        formatters=list(task.formatters),
+        reward_func=task.reward,
         reward_processor=RewardProcessors.scale(factor=100.0),
         args=config,
         wandb_config=wandb_config,

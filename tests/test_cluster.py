@@ -63,12 +63,10 @@ def test_two_gpus_use_comlrl_model_parallel(tiny_study):
     from ratiotune.magrpo import build_trainer
     from ratiotune.models import load_agents
     from ratiotune.study import validate_study
-    from ratiotune.task import load_prompts
-
     study = validate_study(tiny_study)
     agents, tokenizer = load_agents("builtin:tiny")
-    kwargs = dict(hyperparameters=study.hyperparameters({}), train=study.train, task=study.task, epochs=1)
-    prompts = load_prompts(study.task.train_prompts)
+    kwargs = dict(hyperparameters=study.hyperparameters({}), train=study.train, task=study.get_task(), epochs=1)
+    prompts = study.prompts("train")
     shared = build_trainer(agents, tokenizer, prompts, **kwargs, devices=["cpu", "cpu"])
     assert shared.args.parallel_training == "none"
     # "cpu" and "cpu:0" are two names comlrl keeps apart, so this exercises its mp path without CUDA.

@@ -17,7 +17,8 @@ from comlrl.trainers.reinforce import MAGRPOTrainer
 from ratiotune import magrpo
 from ratiotune.magrpo import build_trainer
 from ratiotune.models import load_agents
-from ratiotune.study import TaskSpec, TrainSpec, validate_study
+from ratiotune.study import TrainSpec, validate_study
+from ratiotune.tasks.length_ratio import make_task
 from ratiotune.trainable import Trial
 
 ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
@@ -33,10 +34,10 @@ def setup():
     trainer = build_trainer(
         agents,
         tokenizer,
-        ["Tell a joke about dinosaurs:"],
+        [{"prompt": "Tell a joke about dinosaurs:"}],
         hyperparameters={"learning_rate": 1e-3, "num_generations": 2, "max_new_tokens": 8, "reward_scale": 1.0},
         train=TrainSpec(),
-        task=TaskSpec(),
+        task=make_task(),
         epochs=1,
     )
     generator = torch.Generator().manual_seed(0)

@@ -79,7 +79,7 @@ def test_reward_scale_changes_nothing_under_advantage_normalization(tmp_path):
     assert study.train.advantage_normalization
     # Smaller only where the scale plays no part: 4 training prompts, 1 eval pair per prompt.
     prompts = tmp_path / "train.txt"
-    prompts.write_text("\n".join(study.prompts("train")[:4]) + "\n")
+    prompts.write_text("\n".join(r["prompt"] for r in study.prompts("train")[:4]) + "\n")
     study = study.model_copy(update={"task": study.task.model_copy(update={"train_prompts": str(prompts), "eval_samples_per_prompt": 1})})
     study = read_prompts(study)
     one, hundred = curves(study, 1.0), curves(study, 100.0)

@@ -170,7 +170,7 @@ def test_paths_resolve_against_the_study_folder_and_set_values_against_cwd(tmp_p
     assert study.model.name == str(project / "my-model")  # a folder next to the study, not a hub id
     assert study.task.train_prompts == str(project / "prompts" / "train.txt")
     assert study.task.eval_prompts == str(elsewhere / "data" / "eval.txt")
-    assert (study.prompts("train"), study.prompts("eval")) == (["a", "b"], ["c"])
+    assert (study.prompts("train"), study.prompts("eval")) == ([{"prompt": "a"}, {"prompt": "b"}], [{"prompt": "c"}])
     # A hub id stays a hub id; builtin names stay names.
     study = load_study(path, ["model.name=Qwen/Qwen2.5-0.5B", "task.eval_prompts=builtin:eval"])
     assert (study.model.name, study.task.eval_prompts) == ("Qwen/Qwen2.5-0.5B", "builtin:eval")
@@ -188,7 +188,7 @@ def test_the_study_carries_its_prompt_texts_and_a_folder_keeps_them(tiny_study, 
 
     study = load_study(write_study(tiny_study))
     train_file = Path(tiny_study["task"]["train_prompts"])
-    original = train_file.read_text().split("\n")[:-1]
+    original = [{"prompt": line} for line in train_file.read_text().split("\n")[:-1]]
     train_file.write_text("edited later\n")
     assert study.prompts("train") == original
     assert pickle.loads(pickle.dumps(study)).prompts("train") == original  # what Ray ships to a trial
@@ -273,11 +273,13 @@ def test_every_study_field_has_a_description_and_fields_lists_them():
 
 def test_the_metrics_page_matches_the_metrics_table():
     """docs/study-file.md lists every metric with the direction ranking and the report use."""
-    from ratiotune.metrics import METRICS, SPLITS, TASK_METRICS
+    from ratiotune.metrics import SPLITS, MetricTable, split_metrics
+    from ratiotune.tasks.length_ratio import make_task
 
     page = (REPO / "docs" / "study-file.md").read_text()
-    for name, (better, _) in TASK_METRICS.items():
-        assert f"| `{name}` | {better or '—'} |" in page, name
-    for key, metric in METRICS.items():
+    task = make_task()
+    for metric in split_metrics(task):
+        assert f"| `{metric.name}` | {metric.better or '—'} |" in page, metric.name
+    for key, metric in MetricTable(task).rows.items():
         if key.split("/")[0] not in SPLITS:
             assert f"| `{key}` | {metric.better or '—'} |" in page, key

@@ -19,8 +19,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ratiotune.cli import main
 from ratiotune.models import load_agents
 from ratiotune.study import StudyError, load_study, validate_study
-from ratiotune.metrics import PROGRESS_METRICS
+from ratiotune.metrics import MetricTable
+from ratiotune.tasks.length_ratio import make_task
 from ratiotune.one_run import resolve_study
+
+# The numbers `ratiotune train` prints per epoch for length-ratio (the tiny study's task).
+PROGRESS_METRICS = MetricTable(make_task()).progress
 
 
 def changed_parameters(saved_dir) -> int:

@@ -2,7 +2,6 @@
 
 import torch
 
-from ratiotune.metrics import METRICS
 from ratiotune.study import validate_study
 from ratiotune.trainable import Trial
 
@@ -29,7 +28,7 @@ def test_trial_trains_and_restores_at_the_next_epoch(tiny_study, tmp_path):
     # Every number an epoch reports is in the one metrics table (test/ ones only in confirmation
     # runs), and the table names nothing an epoch does not report.
     reported = set(metrics) - {"infeasible"}
-    assert reported == {name for name in METRICS if not name.startswith("test/")}
+    assert reported == {name for name in study.metrics().reported if not name.startswith("test/")}
     changed = any(not torch.equal(a, b) for a, b in zip(start, trial.trainer.agents[0].parameters()))
     assert changed, "one epoch must update agent 0"
 
@@ -66,3 +65,50 @@ def test_eval_protocol_is_fixed_and_independent_of_num_generations(tiny_study):
     before = torch.get_rng_state()
     trial.evaluate()
     assert torch.equal(before, torch.get_rng_state())
+
+
+# Recorded before tasks became plug-ins (commit b61e27a, task.py's batch_metrics on strings), from
+# the same seeds: a Trial on the length-ratio task must still give these numbers to the bit.
+BEFORE_PLUGINS = [
+    {
+        "eval/flat_group_fraction": 0.5,
+        "eval/in_range_fraction": 0.041666666666666664,
+        "eval/mean_chars_agent1": 11.416666666666666,
+        "eval/mean_chars_agent2": 10.583333333333334,
+        "eval/mean_ratio": 0.958270202020202,
+        "eval/mean_reward": 0.5800293880337812,
+        "search/objective": 0.041666666666666664,
+        "train/flat_group_fraction": 1.0,
+        "train/in_range_fraction": 0.0,
+        "train/mean_chars_agent1": 12.0,
+        "train/mean_chars_agent2": 12.0,
+        "train/mean_ratio": 1.0,
+        "train/mean_reward": 0.6065306597126335,
+    },
+    {
+        "eval/flat_group_fraction": 0.3333333333333333,
+        "eval/in_range_fraction": 0.125,
+        "eval/mean_chars_agent1": 11.041666666666666,
+        "eval/mean_chars_agent2": 11.083333333333334,
+        "eval/mean_ratio": 1.059054834054834,
+        "eval/mean_reward": 0.638353564904908,
+        "search/objective": 0.08333333333333333,
+        "train/flat_group_fraction": 0.9,
+        "train/in_range_fraction": 0.0,
+        "train/mean_chars_agent1": 11.95,
+        "train/mean_chars_agent2": 12.0,
+        "train/mean_ratio": 1.0045454545454544,
+        "train/mean_reward": 0.6094168188702167,
+    }
+]
+
+
+def test_length_ratio_figures_are_those_recorded_before_tasks_were_plugins(tiny_study):
+    """The old study form (band at task level), builtin prompt sets, lr 2e-3, 12 tokens, seed 3: two epochs."""
+    from ratiotune.study import read_prompts
+
+    tiny_study["task"].update(train_prompts="builtin:tutorial", eval_prompts="builtin:eval", target_min=1.5, target_max=2.5)
+    study = read_prompts(validate_study(tiny_study))
+    trial = Trial(study, {"learning_rate": 2e-3, "num_generations": 2, "max_new_tokens": 12}, seed=3)
+    rows = [trial.run_epoch() for _ in range(2)]
+    assert [{k: v for k, v in row.items() if k in expected} for row, expected in zip(rows, BEFORE_PLUGINS)] == BEFORE_PLUGINS

@@ -12,6 +12,7 @@ Training goes through `trainable.Trial`, the same code path as every search tria
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 import time
@@ -118,9 +119,9 @@ def reference_value(name: str, spec: ParamSpec) -> float:
 
 def short_study(study: Study, directory: Path) -> Study:
     """The same study, one epoch over its first PROBE_PROMPTS training prompts."""
-    prompts = study.prompts("train")[:PROBE_PROMPTS]
-    path = directory / "probe_prompts.txt"
-    path.write_text("\n".join(prompts) + "\n")
+    records = study.prompts("train")[:PROBE_PROMPTS]
+    path = directory / "probe_prompts.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return study.model_copy(
         update={
             "task": study.task.model_copy(update={"train_prompts": str(path)}),

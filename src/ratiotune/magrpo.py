@@ -27,11 +27,12 @@ import torch
 from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.distributed import unwrap_model
 from comlrl.utils.reward_processor import RewardProcessors
+from comlrl.utils.reward_utils import call_reward_function, resolve_reward_range
 from datasets import Dataset
 from safetensors.torch import load_file
 
 from ratiotune.generation import Decoding
-from ratiotune.task import LengthRatioReward
+from ratiotune.tasks import Sample, Task
 
 # The comlrl release whose internals this module was written and tested against.
 COMLRL_VERSION = "1.4.3"
@@ -53,29 +54,47 @@ def is_nonfinite_sampling(exc: BaseException) -> bool:
 
 
 class RecordingReward:
-    """The length-ratio reward that also remembers every (agent 1, agent 2) pair it scored.
+    """The task's reward that also remembers every (record, agent 1, agent 2) sample it scored, and the raw reward.
 
     comlrl applies `reward_processor` (the scale factor) before it logs anything, so
-    its own numbers grow with the scale; metrics come from these raw pairs instead.
-    Pairs are grouped per prompt (one `start_group()` per training step).
+    its own numbers grow with the scale; metrics come from these raw rewards instead.
+    Samples are grouped per prompt (one `start_group()` per training step). The signature
+    names `batch_items` (and `prompts`) so that comlrl's call_reward_function passes them;
+    the task's reward is called through call_reward_function too, so it may take either form.
     """
 
-    def __init__(self, reward: LengthRatioReward):
+    def __init__(self, reward: Any):
         self.reward = reward
-        self.groups: list[list[tuple[str, str]]] = []
+        self.groups: list[list[Sample]] = []
+        self.rewards: list[list[float]] = []
+        declared = resolve_reward_range(reward)
+        if declared is not None:
+            self.reward_range = declared  # comlrl's declared range, passed through
 
     def start_group(self) -> None:
         self.groups.append([])
+        self.rewards.append([])
 
-    def __call__(self, completions1: list[str], completions2: list[str]) -> list[float]:
+    def __call__(
+        self, completions1: list[str], completions2: list[str], *, batch_items: list[Any] | None = None, prompts: Any = None
+    ) -> list[float]:
         if not self.groups:
             self.start_group()
-        self.groups[-1].extend(zip(completions1, completions2))
-        return self.reward(completions1, completions2)
+        rewards = call_reward_function(
+            self.reward, list(prompts or []), [list(completions1), list(completions2)], num_agents=2, batch_items=batch_items
+        )
+        items = list(batch_items or [])
+        if len(items) != len(completions1):  # comlrl: one record for the group's answers
+            items = [items[0] if items else {}] * len(completions1)
+        self.groups[-1].extend((dict(r), a, b) for r, a, b in zip(items, completions1, completions2))
+        self.rewards[-1].extend(rewards)
+        return rewards
 
-    def take_groups(self) -> list[list[tuple[str, str]]]:
-        groups, self.groups = [g for g in self.groups if g], []
-        return groups
+    def take_groups(self) -> tuple[list[list[Sample]], list[list[float]]]:
+        """The samples and raw rewards since the last call, per prompt group (empty groups dropped)."""
+        kept = [(g, r) for g, r in zip(self.groups, self.rewards) if g]
+        self.groups, self.rewards = [], []
+        return [g for g, _ in kept], [r for _, r in kept]
 
 
 class RatioMAGRPOTrainer(MAGRPOTrainer):
@@ -407,16 +426,16 @@ def batched_policy_loss(
 def build_trainer(
     agents: list[torch.nn.Module],
     tokenizer: Any,
-    prompts: list[str],
+    records: list[dict[str, Any]],
     *,
     hyperparameters: dict[str, Any],
     train: Any,
-    task: Any,
+    task: Task,
     epochs: int,
     devices: list[str] | None = None,
     autocast_dtype: torch.dtype | None = None,
 ) -> RatioMAGRPOTrainer:
-    """A trainer for one trial. `train` and `task` are the study's TrainSpec and TaskSpec.
+    """A trainer for one trial on the task's `records`. `train` is the study's TrainSpec, `task` its Task.
 
     `train.generation` picks each agent's decoding on its device (generation.resolve).
 
@@ -448,8 +467,9 @@ def build_trainer(
         # One tokenizer per agent: with "mp" comlrl tokenizes from two threads, and a shared
         # fast tokenizer raises "Already borrowed" (sample_answers also flips padding_side).
         tokenizer=[tokenizer, copy.deepcopy(tokenizer)],
-        train_dataset=Dataset.from_dict({"prompt": prompts}),
-        reward_func=RecordingReward(LengthRatioReward(task.target_min, task.target_max)),
+        train_dataset=Dataset.from_list(list(records)),
+        formatters=list(task.formatters),
+        reward_func=RecordingReward(task.reward),
         reward_processor=RewardProcessors.scale(factor=hyperparameters["reward_scale"]),
         args=config,
         wandb_config=None,

@@ -211,13 +211,15 @@ def study_estimate(study) -> tuple[Estimate, str]:
     dtype = study.model.compute_dtype(on_gpu)
     generations, new_tokens = largest("num_generations"), largest("max_new_tokens")
     # Characters bound tokens from above for our character tokenizer, and loosely for BPE ones.
-    prompt_tokens = max(len(p) for p in study.prompts("train"))
+    formatters = study.get_task().formatters
+    train_prompts = [f(r) for r in study.prompts("train") for f in formatters]
+    prompt_tokens = max(len(p) for p in train_prompts)
     decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu", threaded=study.resources.gpu >= 2)
     kept = 0
     if decoding != "eager":
         # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
-        rollout_lengths = {cache_length(len(p), new_tokens) for p in study.prompts("train")}
-        eval_prompts = study.prompts("eval")  # one call for all of them: one cache
+        rollout_lengths = {cache_length(len(p), new_tokens) for p in train_prompts}
+        eval_prompts = [max((f(r) for f in formatters), key=len) for r in study.prompts("eval")]  # one call for all of them: one cache
         eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
         eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
         kept = generations * sum(rollout_lengths) + eval_rows * eval_length

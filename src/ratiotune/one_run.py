@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ratiotune.metrics import PROGRESS_METRICS
 from ratiotune.wandb_settings import WandbSettings
 from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
 
@@ -101,7 +100,7 @@ def train(study: Study, output: Path, wandb: WandbSettings | None = None) -> lis
                 run.log(metrics, step=metrics["epoch"])
             print(
                 f"epoch {metrics['epoch']}/{study.train.epochs}  "
-                + "  ".join(f"{name} {metrics[name]:.3f}" for name in PROGRESS_METRICS)
+                + "  ".join(f"{name} {metrics[name]:.3f}" for name in study.metrics().progress)
                 + f"  ({metrics['system/epoch_seconds']:.1f} s)",
                 flush=True,
             )

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.intensify import Intensifier, RacePlan, gate
-from ratiotune.metrics import TASK_METRICS, value_range
 from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
 from ratiotune.stats import describe, format_interval, format_share, predict_mean
 from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
@@ -64,9 +63,23 @@ class Contender:
 
 
 def honest_metric(metric: str) -> str:
-    """The test-prompt twin of the study metric (`eval/in_range_fraction` -> `test/in_range_fraction`)."""
-    name = metric.split("/", 1)[-1]
-    return f"test/{name}" if name in TASK_METRICS else metric
+    """The test-prompt twin of the study metric (`eval/in_range_fraction` -> `test/in_range_fraction`).
+
+    Every train/ and eval/ metric of a task's table is measured on the test prompts too (metrics.MetricTable).
+    """
+    split, sep, name = metric.partition("/")
+    return f"test/{name}" if sep and split in ("train", "eval") else metric
+
+
+def summary_range(summary: dict[str, Any]) -> tuple[float, float] | None:
+    """The honest metric's range a race or retrain summary recorded; summaries from before tasks were
+    plug-ins (length-ratio only) have none: that task's table answers."""
+    if "honest_range" in summary:
+        return tuple(summary["honest_range"]) if summary["honest_range"] else None
+    from ratiotune.metrics import MetricTable
+    from ratiotune.tasks.length_ratio import make_task
+
+    return MetricTable(make_task()).value_range(summary["honest_metric"])
 
 
 def race_dir(experiment_dir: Path) -> Path:
@@ -181,7 +194,7 @@ def run_value(study: Study, run: TrialResult) -> float | None:
 def worst_value(study: Study, metric: str, runs: list[TrialResult] = ()) -> float:
     """What a diverged or errored run scores: the metric's worst value (0 for shares and rewards);
     for an unbounded metric, the worst any search trial reported."""
-    bounds = value_range(metric)
+    bounds = study.metrics().value_range(metric)
     if bounds is not None:
         return bounds[0] if study.search.mode == "max" else bounds[1]
     seen = [row[metric] for run in runs for row in run.rows if _finite(row.get(metric))]
@@ -299,10 +312,11 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     A diverged or errored run has value None, is scored `worst` in the statistics and counts in n.
     """
     metric = honest_metric(study.search.metric)
-    bounds = value_range(metric)
+    bounds = study.metrics().value_range(metric)
     # The worst end of a bounded figure (0 for a share or a reward to maximise): a run that ends there
     # learned nothing a user can use, however its rewards look.
-    floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
+    figure_floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
+    reward_floor = study.metrics().collapsed_reward()
     per_seed = []
     for run in sorted((r for r in runs if r.config[CONTENDER_KEY] == index), key=lambda r: r.config[SEED_KEY]):
         last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
@@ -318,9 +332,10 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
                 "value": None if diverged else float(value),
                 "scored": worst if diverged else float(value),
                 # Collapsed: the final test figure sits at its worst end (what `best` prints as
-                # 0.000), or every test reward is 0 (agent 1 answers empty: the group baseline then
+                # 0.000), or every test reward sits at the reward's floor (length-ratio: agent 1 answers empty: the group baseline then
                 # has no signal and the run never recovers), or the run diverged.
-                "collapsed": diverged or last.get("test/mean_reward") == 0 or (floor is not None and float(value) == floor),
+                "collapsed": diverged or last.get("test/mean_reward") == reward_floor
+                or (figure_floor is not None and float(value) == figure_floor),
                 "diverged": diverged,
                 # The final agents this figure describes (agent_0/, agent_1/ inside).
                 "agents": str(checkpoint) if checkpoint is not None and not diverged else None,
@@ -329,7 +344,7 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     collapsed = sum(s["collapsed"] for s in per_seed)
     return {
         "per_seed": per_seed,
-        "stats": describe([s["scored"] for s in per_seed], value_range(metric)),
+        "stats": describe([s["scored"] for s in per_seed], study.metrics().value_range(metric)),
         "collapse": {"collapsed": collapsed, "n": len(per_seed)},
         "collapsed_fraction": collapsed / len(per_seed) if per_seed else None,
     }
@@ -349,6 +364,8 @@ def summarize(
     summary: dict[str, Any] = {
         "metric": study.search.metric,
         "honest_metric": metric,
+        # The metric's range (clips the printed intervals); null when unbounded.
+        "honest_range": study.metrics().value_range(metric),
         "mode": study.search.mode,
         "protocol": {
             "prompts": study.task.test_prompts,
@@ -458,7 +475,7 @@ def headline(summary: dict[str, Any]) -> list[str]:
     recommended = summary.get("recommended", {}).get("which")
     if recommended:
         entry = summary[recommended]
-        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, value_range(metric))
+        band = predict_mean(entry["stats"], REPRODUCE_SEEDS, summary_range(summary))
         if band is not None:
             lines.append(f"re-run the {recommended} on {REPRODUCE_SEEDS} new seeds: 95% PI of their mean [{band[0]:.3f}, {band[1]:.3f}]")
     if summary.get("margin"):

@@ -33,12 +33,24 @@ from ratiotune.results import (
     metric_names,
     trial_table,
 )
-from ratiotune.metrics import REPORTED_METRICS, better_direction
 from ratiotune.study import ParamSpec, Study, StudyError
 
 TOP = 3  # trials highlighted in the curves and compared for noise
 TOP_TABLE = 5  # rows of the top-trials table in report.md (trials.csv has them all)
-CURVE_METRICS = ("eval/in_range_fraction", "eval/mean_reward")
+def curve_metrics(study) -> tuple[str, ...]:
+    """The eval curves every report draws: the task's headline metric and the mean reward
+    (length-ratio: eval/in_range_fraction, eval/mean_reward)."""
+    return tuple(f"eval/{n}" for n in dict.fromkeys((study.metrics().headline, "mean_reward")))
+
+
+def length_band(study) -> tuple[float, float] | None:
+    """length-ratio's rewarded band (the lengths figure draws it); None for other tasks."""
+    if study.task.name != "length-ratio":
+        return None
+    from ratiotune.tasks.length_ratio import DEFAULT_TARGET_MAX, DEFAULT_TARGET_MIN
+
+    options = study.task.options
+    return float(options.get("target_min", DEFAULT_TARGET_MIN)), float(options.get("target_max", DEFAULT_TARGET_MAX))
 # Importance from fewer trials than this is a hint, not a finding (Optuna's TPE itself
 # samples at random for its first 10 trials).
 FEW_TRIALS = 10
@@ -75,10 +87,11 @@ def write_report(
     study = experiment.study
     metric = metric or study.search.metric
     # Another metric ranks the way the metrics table says it improves (max for descriptive ones).
-    mode = mode or (study.search.mode if metric == study.search.metric else better_direction(metric) or "max")
+    table = study.metrics()
+    mode = mode or (study.search.mode if metric == study.search.metric else table.better(metric) or "max")
     available = metric_names(experiment)
-    if metric not in available and metric not in REPORTED_METRICS:
-        raise StudyError(f"--metric {metric!r} is not a reported metric; allowed: {', '.join(available or REPORTED_METRICS)}")
+    if metric not in available and metric not in table.reported:
+        raise StudyError(f"--metric {metric!r} is not a reported metric; allowed: {', '.join(available or table.reported)}")
     out_dir = Path(out) if out else experiment.directory / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -320,15 +333,14 @@ def draw_figures(
 ) -> dict[str, Path]:
     study = experiment.study
     figures = {}
-    curves = [m for m in dict.fromkeys((metric, *CURVE_METRICS)) if m in metric_names(experiment)]
+    curves = [m for m in dict.fromkeys((metric, *curve_metrics(study))) if m in metric_names(experiment)]
     if curves and experiment.trials:
         figures["curves"] = plots.learning_curves(experiment, ranked[:TOP], curves, out_dir / "learning_curves.png")
     if searched(study) and experiment.trials:
         figures["params"] = plots.hyperparameter_axes(experiment, metric, mode, out_dir / "hyperparameters.png")
-    if ranked:
-        figures["lengths"] = plots.answer_lengths(
-            ranked[0], study.train.epochs, study.task.target_min, study.task.target_max, out_dir / "best_trial_lengths.png"
-        )
+    band = length_band(study)
+    if ranked and band is not None:
+        figures["lengths"] = plots.answer_lengths(ranked[0], study.train.epochs, *band, out_dir / "best_trial_lengths.png")
     if importance is not None:
         title = f"{importance.method} importance for {metric}, {importance.trials} trials"
         if importance.trials < FEW_TRIALS:
@@ -414,12 +426,13 @@ def render_markdown(
     lines.append("")
     lines.append(f"All {len(trials)} trials: [trials.csv](trials.csv); every epoch of every trial: [curves.csv](curves.csv).")
 
+    band = length_band(study) or (0.0, 0.0)
     sections = [
         ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by best {metric} in colour."),
         ("params", "Searched hyperparameters", "Each trial's value against its best metric. Hollow markers: "
          "stopped early (an early value); markers along the bottom: errored/infeasible trials without a value."),
-        ("lengths", "How the best trial reached the ratio", f"Agent 2 is rewarded for {study.task.target_min:g}–"
-         f"{study.task.target_max:g}× agent 1's characters; the band is that target on eval."),
+        ("lengths", "How the best trial reached the ratio", f"Agent 2 is rewarded for {band[0]:g}–"
+         f"{band[1]:g}× agent 1's characters; the band is that target on eval."),
         ("importance", "Hyperparameter importance", _importance_note(importance)),
     ]
     for key, title, caption in sections:

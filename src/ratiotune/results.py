@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.objective import OBJECTIVE, trailing_mean
-from ratiotune.metrics import REPORTED_METRICS, better_direction
 from ratiotune.study import Study, StudyError, load_study
 
 STUDY_FILE = "study.yaml"
@@ -152,7 +151,7 @@ class Experiment:
 def metric_names(experiment: Experiment) -> list[str]:
     """Namespaced metrics (train/..., eval/..., system/...) that some trial reported, in a stable order."""
     seen = {key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)}
-    known = [name for name in REPORTED_METRICS if name in seen]
+    known = [name for name in experiment.study.metrics().reported if name in seen]
     return known + sorted(seen - set(known))
 
 
@@ -167,6 +166,7 @@ def trial_table(experiment: Experiment, metric: str | None = None, mode: str | N
     ranked = experiment.ranked(metric, mode)
     order = ranked + [t for t in experiment.trials if t not in ranked]
     table = []
+    table_of = study.metrics()
     for trial in order:
         row: dict[str, Any] = {"trial": trial.name, "status": trial.status(study.train.epochs)}
         row.update({name: trial.config.get(name) for name in searched})
@@ -175,7 +175,7 @@ def trial_table(experiment: Experiment, metric: str | None = None, mode: str | N
         row["best_epoch"] = trial.best_epoch(metric, mode)
         for name in metrics:
             values = trial.values(name)
-            direction = mode if name in (metric, OBJECTIVE) else better_direction(name)
+            direction = mode if name in (metric, OBJECTIVE) else table_of.better(name)
             if direction is not None:
                 row[f"best {name}"] = trial.best(name, direction)
             row[f"final {name}"] = values[-1] if values else None

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.metrics import value_range
 from ratiotune.race import honest_metric, load_summary, searched_values
 from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.stats import describe, format_interval, format_share
@@ -49,7 +48,11 @@ from ratiotune.study import (
 EVAL_SAMPLES_FACTOR = 4
 # Reported per config, mean / sd / 95% interval over seeds. eval/ (the selection prompts) picks
 # the winner and the seed whose agents ship; test/ (prompts that selected nothing) reports them.
-METRICS = ("eval/in_range_fraction", "eval/mean_reward", "test/in_range_fraction", "test/mean_reward")
+def headline_metrics(study: Study) -> tuple[str, ...]:
+    """What every retrain summary tracks: the task's headline metric and the mean reward, on eval and test
+    (length-ratio: eval/in_range_fraction, eval/mean_reward, test/in_range_fraction, test/mean_reward)."""
+    names = dict.fromkeys((study.metrics().headline, "mean_reward"))
+    return (*(f"eval/{n}" for n in names), *(f"test/{n}" for n in names))
 RANK_KEY = "rank"
 RUNS_DIR = "runs"  # the report runs
 SELECT_DIR = "select"  # the selection runs (more than one candidate)
@@ -144,7 +147,7 @@ def plan_retrain(
                 rank=rank,
                 trial=trial,
                 config=config,
-                search_figures=search_figures(trial, metric, mode) if trial is not None else {},
+                search_figures=search_figures(trial, study, metric, mode) if trial is not None else {},
                 start_checkpoint=start,
             )
         )
@@ -194,16 +197,17 @@ def race_seeds_used(experiment: Experiment) -> int:
     return max(seeds) - experiment.study.train.seed if seeds else 0
 
 
-def tracked_metrics(metric: str) -> list[str]:
-    """METRICS, plus the study's own metric (and its test twin) when it ranks by something else."""
-    return list(dict.fromkeys([*METRICS, metric, honest_metric(metric)]))
+def tracked_metrics(study: Study) -> list[str]:
+    """headline_metrics, plus the study's own metric (and its test twin) when it ranks by something else."""
+    metric = study.search.metric
+    return list(dict.fromkeys([*headline_metrics(study), metric, honest_metric(metric)]))
 
 
-def search_figures(trial: TrialResult, metric: str, mode: str) -> dict[str, float | None]:
+def search_figures(trial: TrialResult, study: Study, metric: str, mode: str) -> dict[str, float | None]:
     """The tracked metrics from the row the search ranked this trial by (its best epoch)."""
     best = trial.best(metric, mode)
     row = next(r for r in trial.rows if r.get(metric) == best)
-    return {name: row.get(name) for name in tracked_metrics(metric)}
+    return {name: row.get(name) for name in tracked_metrics(study)}
 
 
 # --------------------------------------------------------------------------- run
@@ -260,7 +264,7 @@ def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], 
 
 def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, Any]]:
     """One row per run of candidate `rank`: its final-epoch figures, or the error that ended it."""
-    tracked = tracked_metrics(plan.study.search.metric)
+    tracked = tracked_metrics(plan.study)
     rows = []
     for run in runs.trials:
         if run.config.get(RANK_KEY) != rank:
@@ -287,8 +291,8 @@ def seed_stats(plan: RetrainPlan, rows: list[dict[str, Any]]) -> dict[str, dict[
     """Per tracked metric: describe() over the seeds, a failed run scored as the metric's worst value
     (no survivorship: it counts in n); a metric without a known range leaves failed runs out."""
     stats = {}
-    for name in tracked_metrics(plan.study.search.metric):
-        bounds = value_range(name)
+    for name in tracked_metrics(plan.study):
+        bounds = plan.study.metrics().value_range(name)
         worst = None if bounds is None else (bounds[0] if plan.study.search.mode == "max" else bounds[1])
         values = [worst if r["error"] else r.get(name) for r in rows]
         stats[name] = describe([v for v in values if v is not None], bounds)
@@ -328,7 +332,8 @@ def summarize(plan: RetrainPlan, runs: Experiment, selection: Experiment | None 
         raise StudyError(f"every report run of the winner failed; see the trial logs under {plan.output / RUNS_DIR}")
     # The shipped run: best on the eval prompts (selection prompts), never on test.
     best_run = max(clean, key=lambda r: sign * r[metric])
-    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == 0)
+    floor = plan.study.metrics().collapsed_reward()
+    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == floor)
     return {
         "experiment": str(plan.experiment.directory.resolve()),
         "candidates_from": plan.source,

@@ -6,14 +6,19 @@ Everything downstream receives a `Study` value and trusts it. A bad file raises
 Two kinds of checks:
 - the schema (`validate_study`): types, ranges, names, the metric. Pure, touches no file;
   every reader of an experiment folder uses only this, so a copied folder still reads.
-- the launch check (`check_launch`): the prompt files can be read and the model can be
-  had. Only commands that train run it (search, resume, train, retrain, check); GPUs and
+- the launch check (`check_launch`): the prompt sets can be read, every record has the
+  task's fields, the task's reward answers a probe, and the model can be had. Only commands that train run it (search, resume, train, retrain, check); GPUs and
   the cluster are checked once Ray is up (search.check_resources).
 
+The task (`task.name` or `task.entry`, see ratiotune.tasks) is made once per process and
+cached in the Study (`study.get_task()`); a builtin task is checked by the schema (its metric
+names, its builtin prompt sets), one's own by `load_study`.
+
 A study travels: `load_study` makes every path absolute (against the study file's folder;
-`--set` values against the current directory) and reads the prompt texts into the Study,
-so a trial on any node, in Ray's per-trial working directory, uses those texts and never
-reads a file. A folder keeps a study as its YAML plus prompts/ (`study_files`).
+`--set` values against the current directory) and reads the prompt records (and a task
+entry's .py file) into the Study, so a trial on any node, in Ray's per-trial working
+directory, uses those and never reads a file. A folder keeps a study as its YAML plus
+prompts/ and task/ (`study_files`).
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ratiotune.metrics import SELECTABLE_METRICS
 from ratiotune.model_names import BUILTIN_MODELS, model_problem
-from ratiotune.task import BUILTIN_PROMPTS, load_prompts
+from ratiotune.tasks import BUILTIN_TASKS, Task, TaskLoadError, entry_file, load_task
+from ratiotune.tasks.records import RecordsError, canonical, is_plain_prompt, load_records, missing_field, split_source
 
-# Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt texts.
+# Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt records.
 PROMPTS_DIR = "prompts"
+# Where a folder keeps a task entry's .py file ("task/my_task.py:make_task").
+TASK_DIR = "task"
 PROMPT_SPLITS = ("train", "eval", "test")
 
 # The four hyperparameters a study may search; each is fixed in `train` unless searched.
@@ -89,10 +96,21 @@ class ModelSpec(Strict):
 
 
 class TaskSpec(Strict):
-    target_min: float = Field(2.0, gt=0, description="Lower bound of the rewarded len2/len1 band.")
-    target_max: float = Field(3.0, gt=0, description="Upper bound of the rewarded band.")
+    name: Optional[str] = Field(
+        None, description=f"A builtin task: {', '.join(BUILTIN_TASKS)} (the default when entry is not set)."
+    )
+    entry: Optional[str] = Field(
+        None,
+        description="One's own task instead of name: 'package.module:factory' or 'path/to/file.py:factory' "
+        "(a path relative to the study file); the factory returns a ratiotune.tasks.Task.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the task's factory (length-ratio: target_min, target_max)."
+    )
     train_prompts: str = Field(
-        "builtin:train", description="builtin:train, builtin:tutorial, builtin:eval, builtin:test, or a .txt/.jsonl file."
+        "builtin:train",
+        description="builtin:<set> of the task, a .txt file (one prompt per line), a .jsonl file (one record per line), "
+        "or a datasets save_to_disk folder (folder#split for a DatasetDict).",
     )
     eval_prompts: str = Field(
         "builtin:eval", description="Held-out prompts for the fixed eval protocol: what the search and the race select on."
@@ -105,15 +123,44 @@ class TaskSpec(Strict):
         4, ge=1, description="Sampled answer pairs per eval prompt; the same for every trial so trials compare fairly."
     )
 
-    @model_validator(mode="after")
-    def _check(self) -> "TaskSpec":
-        if self.target_min > self.target_max:
-            raise ValueError(f"target_min ({self.target_min}) must be <= target_max ({self.target_max})")
-        for field in ("train_prompts", "eval_prompts", "test_prompts"):
-            value = getattr(self, field)
-            if value.startswith("builtin:") and value not in BUILTIN_PROMPTS:
-                raise ValueError(f"{field}: unknown builtin prompt set {value!r}; allowed: {', '.join(BUILTIN_PROMPTS)} or a .txt/.jsonl file")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _one_task(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("name") is not None and data.get("entry") is not None:
+            raise ValueError(f"set one of name ({data['name']!r}) and entry ({data['entry']!r}), not both")
+        if data.get("name") is None and data.get("entry") is None:
+            data["name"] = "length-ratio"
+        # Study files before tasks were plug-ins set length-ratio's band at task level.
+        legacy = {key: data.pop(key) for key in ("target_min", "target_max") if key in data}
+        if legacy:
+            if data.get("name") != "length-ratio":
+                raise ValueError(
+                    f"{', '.join(legacy)}: length-ratio's options at task level; task "
+                    f"{data.get('name') or data.get('entry')!r} takes its options under task.options"
+                )
+            options = dict(data.get("options") or {})
+            for key, value in legacy.items():
+                if key in options:
+                    raise ValueError(f"{key} is set twice, as task.{key} and task.options.{key}; keep task.options.{key}")
+                options[key] = value
+            data["options"] = options
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _builtin(cls, name: str | None) -> str | None:
+        if name is not None and name not in BUILTIN_TASKS:
+            close = difflib.get_close_matches(name, BUILTIN_TASKS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown task {name!r}{hint}; allowed: {', '.join(BUILTIN_TASKS)}, or task.entry for your own")
+        return name
+
+    def key(self) -> str:
+        """What makes the Task (name, entry, options): a cached Task stays valid while this is unchanged."""
+        return json.dumps([self.name, self.entry, self.options], sort_keys=True, default=str)
 
 
 class TrainSpec(Strict):
@@ -258,12 +305,7 @@ class SearchSpec(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpec":
-        if self.metric not in SELECTABLE_METRICS:
-            close = difflib.get_close_matches(self.metric, SELECTABLE_METRICS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(
-                f"metric {self.metric!r} is not a metric a search can select on{hint}; allowed: {', '.join(SELECTABLE_METRICS)}"
-            )
+        # `metric` depends on the task: checked by the Study (task_problem).
         for name, spec in self.space.items():
             if name not in SEARCHABLE:
                 close = difflib.get_close_matches(name, SEARCHABLE, n=1)
@@ -427,7 +469,7 @@ class RaceSpec(Strict):
 class Study(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Experiment name (folder under --storage).")
     model: ModelSpec = Field(ModelSpec(), description="The two agents' starting model.")
-    task: TaskSpec = Field(TaskSpec(), description="The length-ratio task: the rewarded band and the prompt sets.")
+    task: TaskSpec = Field(TaskSpec(), description="The task (a builtin by name, or one's own entry), its options and the prompt sets.")
     train: TrainSpec = Field(TrainSpec(), description="One trial's training: MAGRPO settings and the four searchable values.")
     search: SearchSpec = Field(SearchSpec(), description="What is searched, how trials are judged, sampled and stopped.")
     race: RaceSpec = Field(
@@ -436,10 +478,49 @@ class Study(Strict):
     resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and GPUs per trial.")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="Which checkpoints are kept.")
 
-    # Prompt texts by source (an absolute file path), read once by `read_prompts`. Ray pickles
+    # Prompt records by source (an absolute path), read once by `read_prompts`. Ray pickles
     # the study to every trial (tune.with_parameters), so trials on any node use exactly these
-    # texts and never read the files, which may not exist there or may have changed since.
-    _prompt_texts: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    # records and never read the files, which may not exist there or may have changed since.
+    _records: dict[str, list[dict[str, Any]]] = PrivateAttr(default_factory=dict)
+    # A "file.py:factory" entry's file text, by path: carried like the records.
+    _task_sources: dict[str, str] = PrivateAttr(default_factory=dict)
+    # (TaskSpec.key(), Task, MetricTable or None): made once per process, never pickled (a Task may hold lambdas).
+    _task: Optional[tuple] = PrivateAttr(default=None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        private = dict(state.get("__pydantic_private__") or {})
+        private["_task"] = None
+        return {**state, "__pydantic_private__": private}
+
+    def get_task(self) -> Task:
+        """The study's Task, made once per process (StudyError, one line, when it cannot be made)."""
+        key = self.task.key()
+        if self._task is None or self._task[0] != key:
+            self._task = (key, make_task(self.task, self._task_sources), None)
+        return self._task[1]
+
+    def metrics(self):
+        """The metric table of the study's task (metrics.MetricTable)."""
+        from ratiotune.metrics import MetricTable
+
+        task = self.get_task()
+        if self._task[2] is None:
+            self._task = (*self._task[:2], MetricTable(task))
+        return self._task[2]
+
+    @model_validator(mode="after")
+    def _check_task(self) -> "Study":
+        # A builtin task is ratiotune's own code: made here, so the schema checks its metric
+        # names and prompt sets. One's own (task.entry) is imported only by load_study.
+        if self.task.entry is None:
+            try:
+                problem = task_problem(self, make_task(self.task, {}))
+            except StudyError as exc:
+                problem = str(exc)
+            if problem:
+                raise ValueError(problem)
+        return self
 
     @model_validator(mode="after")
     def _check_generation(self) -> "Study":
@@ -511,15 +592,54 @@ class Study(Strict):
             values[name] = float(values[name])
         return values
 
-    def prompts(self, split: str) -> list[str]:
-        """The train, eval or test prompts: the texts read at load time, else (a builtin set, or a
+    def prompts(self, split: str) -> list[dict[str, Any]]:
+        """The train, eval or test records: those read at load time, else (a builtin set, or a
         study built in code) read now."""
         source = getattr(self.task, f"{split}_prompts")
-        texts = self._prompt_texts.get(source)
-        return list(texts) if texts is not None else load_prompts(source)
+        records = self._records.get(source)
+        if records is None:
+            records = load_records(source, self.get_task().builtin_prompts)
+        return [dict(r) for r in records]
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+
+def make_task(spec: TaskSpec, sources: dict[str, str]) -> Task:
+    """load_task for a TaskSpec; TaskLoadError becomes a StudyError (one line)."""
+    file = entry_file(spec.entry) if spec.entry else None
+    try:
+        return load_task(spec.name, spec.entry, spec.options, source=sources.get(file) if file else None)
+    except TaskLoadError as exc:
+        raise StudyError(str(exc)) from None
+
+
+def task_problem(study: "Study", task: Task) -> str | None:
+    """What the study asks of its task that the task lacks: a metric, a builtin prompt set."""
+    from ratiotune.metrics import MetricTable
+
+    try:
+        table = MetricTable(task)
+    except ValueError as exc:
+        return f"task: {exc}"
+    metric = study.search.metric
+    if metric not in table.selectable:
+        close = difflib.get_close_matches(metric, table.selectable, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return (
+            f"search.metric: {metric!r} is not a metric a search can select on{hint}; task {task.name!r} has: "
+            f"{', '.join(table.selectable)}"
+        )
+    for split in PROMPT_SPLITS:
+        value = getattr(study.task, f"{split}_prompts")
+        if value.startswith("builtin:") and value not in task.builtin_prompts:
+            close = difflib.get_close_matches(value, list(task.builtin_prompts), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return (
+                f"task.{split}_prompts: unknown builtin prompt set {value!r}{hint}; task {task.name!r} has: "
+                f"{', '.join(task.builtin_prompts) or '(none)'}, or use a .txt/.jsonl file or a saved dataset folder"
+            )
+    return None
 
 
 def schema_fields(model: type[BaseModel] = None, prefix: str = "") -> list[tuple[str, str, str, str]]:
@@ -560,7 +680,7 @@ def _type_name(annotation: Any) -> str:
 
 
 def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, require_prompts: bool = True) -> Study:
-    """Read, override (`dotted.key=value`) and validate a study file; read its prompt texts.
+    """Read, override (`dotted.key=value`) and validate a study file; read its prompt records (and a .py task entry).
 
     Relative paths in the file are resolved against the file's folder, relative paths in
     `--set` values against the current directory. A prompt file that cannot be read is an
@@ -578,11 +698,32 @@ def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
         raise StudyError(f"{path}: a study is a YAML mapping (name:, model:, train:, ...); got {type(raw).__name__}")
     resolve_paths(raw, path.parent)
     apply_overrides(raw, overrides)
-    return read_prompts(validate_study(raw, source=str(path)), strict=require_prompts)
+    study = validate_study(raw, source=str(path))
+    if study.task.entry is not None:
+        read_task_source(study, strict=require_prompts)
+        problem = task_problem(study, study.get_task())
+        if problem:
+            raise StudyError(f"{path}: {problem}")
+    return read_prompts(study, strict=require_prompts)
+
+
+def read_task_source(study: Study, *, strict: bool = True) -> None:
+    """Carry a "file.py:factory" entry's file text in the study (trials never read the file)."""
+    file = entry_file(study.task.entry or "")
+    if file is None or file in study._task_sources:
+        return
+    try:
+        study._task_sources[file] = Path(file).read_text("utf-8")
+    except OSError as exc:
+        if strict:
+            raise StudyError(
+                f"task.entry: cannot read {file} ({exc.strerror or exc}; a study file's relative paths are resolved "
+                "against its folder, --set values against the current directory)"
+            ) from None
 
 
 # (section, key) of every study value that may name a file or folder.
-PATH_FIELDS = (("model", "name"), ("task", "train_prompts"), ("task", "eval_prompts"), ("task", "test_prompts"))
+PATH_FIELDS = (("model", "name"), ("task", "entry"), ("task", "train_prompts"), ("task", "eval_prompts"), ("task", "test_prompts"))
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
@@ -596,10 +737,16 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
         value = node.get(key) if isinstance(node, dict) else None
         if not isinstance(value, str) or not value or value.startswith("builtin:"):
             continue
-        path = Path(value).expanduser()
+        if (section, key) == ("task", "entry"):
+            file = entry_file(value)
+            if file is not None:  # "path/to/file.py:factory"; a module entry stays as it is
+                node[key] = os.path.normpath(base.resolve() / Path(file).expanduser()) + value[len(file):]
+            continue
+        location, split = split_source(value) if section == "task" else (value, None)
+        path = Path(location).expanduser()
         if section == "model" and not (value.startswith((".", "/", "~")) or (base / path).is_dir()):
             continue
-        node[key] = os.path.normpath(base.resolve() / path)  # an absolute `path` replaces base
+        node[key] = os.path.normpath(base.resolve() / path) + (f"#{split}" if split else "")  # an absolute `path` replaces base
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> None:
@@ -684,34 +831,43 @@ def _allowed_keys(loc: tuple) -> list[str]:
 
 
 def read_prompts(study: Study, *, strict: bool = True) -> Study:
-    """Read every prompt file the study names into the study (once per source); returns it.
+    """Read every prompt set the study names into the study (once per source); returns it.
 
-    strict: a file that is missing, unreadable or empty is a StudyError naming the field;
-    otherwise it is skipped (a reader of an experiment folder needs no prompts).
+    strict: a source that is missing, unreadable or empty, or a record that lacks a field the
+    task needs, is a StudyError naming the field; otherwise it is skipped (a reader of an
+    experiment folder needs no prompts).
     """
+    task = study.get_task() if strict else None
     for split in PROMPT_SPLITS:
         field = f"task.{split}_prompts"
         source = getattr(study.task, f"{split}_prompts")
-        if source in BUILTIN_PROMPTS or source in study._prompt_texts:
-            continue
-        try:
-            texts = load_prompts(source)
-        except FileNotFoundError:
+        if source.startswith("builtin:") or source in study._records:
+            records = study.prompts(split) if strict else None
+        else:
+            try:
+                records = load_records(source)
+            except FileNotFoundError:
+                if not strict:
+                    continue
+                raise StudyError(
+                    f"{field}: prompt file not found: {split_source(source)[0]} (a study file's relative paths are resolved "
+                    f"against its folder, --set values against the current directory; or use one of the task's "
+                    f"{', '.join((task or study.get_task()).builtin_prompts) or 'builtin sets'})"
+                ) from None
+            except (OSError, ValueError) as exc:  # RecordsError, a bad encoding
+                if not strict:
+                    continue
+                raise StudyError(f"{field}: cannot read {source}: {exc}") from None
+        if records is not None and not records:
             if not strict:
                 continue
-            raise StudyError(
-                f"{field}: prompt file not found: {source} (a study file's relative paths are resolved "
-                f"against its folder, --set values against the current directory; or use one of {', '.join(BUILTIN_PROMPTS)})"
-            ) from None
-        except (OSError, ValueError) as exc:
-            if not strict:
-                continue
-            raise StudyError(f"{field}: cannot read {source}: {exc}") from None
-        if not texts:
-            if not strict:
-                continue
-            raise StudyError(f"{field}: {source} holds no prompts (one per line in .txt, a 'prompt' field per line in .jsonl)")
-        study._prompt_texts[source] = texts
+            raise StudyError(f"{field}: {source} holds no prompts (one per line in .txt, one JSON object per line in .jsonl)")
+        if task is not None:
+            problem = missing_field(records, task.required_fields)
+            if problem:
+                raise StudyError(f"{field}: {source}: {problem}")
+        if records is not None and not source.startswith("builtin:"):
+            study._records[source] = records
     if strict:
         check_prompt_overlap(study)
     return study
@@ -722,29 +878,39 @@ SPLIT_ROLES = {"train": "trained on", "eval": "selected on", "test": "reported o
 
 
 def check_prompt_overlap(study: Study) -> None:
-    """Train, eval and test prompts must be disjoint: one line naming both files and a shared prompt.
+    """Train, eval and test records must be disjoint: one line naming both sources and a shared record.
 
     A prompt trained on inflates the eval figure, and one selected on inflates the test figure:
-    the honest figure would not be held out any more.
+    the honest figure would not be held out any more. Records compare as canonical JSON.
     """
-    texts = {split: study.prompts(split) for split in PROMPT_SPLITS}
+    records = {split: study.prompts(split) for split in PROMPT_SPLITS}
     for i, first in enumerate(PROMPT_SPLITS):
         for second in PROMPT_SPLITS[i + 1:]:
-            shared = [t for t in texts[second] if t in set(texts[first])]
+            seen = {canonical(r) for r in records[first]}
+            shared = [r for r in records[second] if canonical(r) in seen]
             if shared:
                 a, b = getattr(study.task, f"{first}_prompts"), getattr(study.task, f"{second}_prompts")
+                example = shared[0]["prompt"] if set(shared[0]) == {"prompt"} else canonical(shared[0])
                 raise StudyError(
                     f"task.{first}_prompts ({a}) and task.{second}_prompts ({b}) share {len(shared)} prompt(s), e.g. "
-                    f"{shared[0]!r}: a prompt {SPLIT_ROLES[first]} cannot be {SPLIT_ROLES[second]}; use disjoint prompt sets"
+                    f"{example!r}: a prompt {SPLIT_ROLES[first]} cannot be {SPLIT_ROLES[second]}; use disjoint prompt sets"
                 )
 
 
 def check_launch(study: Study) -> Study:
-    """What only a command that trains needs: readable prompts (kept in the study) and a model it can load.
+    """What only a command that trains needs: readable prompts with the task's fields (kept in the
+    study), a task whose reward answers a probe, and a model it can load.
 
     Raises StudyError with one line naming the field and the fixes.
     """
+    from ratiotune.tasks import probe_reward
+
+    read_task_source(study, strict=True)
     read_prompts(study, strict=True)
+    task = study.get_task()
+    problem = task_problem(study, task) or probe_reward(task, study.prompts("train"))
+    if problem is not None:
+        raise StudyError(problem)
     problem = model_problem(study.model.name)
     if problem is not None:
         raise StudyError(f"model.name: {problem}")
@@ -766,25 +932,35 @@ def check_race_budget(study: Study) -> None:
 
 
 def study_files(study: Study, filename: str = "study.yaml") -> dict[str, str]:
-    """What a folder keeps of a study, relative name -> text: FILENAME, and the prompt texts under
-    prompts/ with FILENAME pointing at them relative to the folder (load_study resolves them there).
+    """What a folder keeps of a study, relative name -> text: FILENAME, the prompt records under
+    prompts/ and a task entry's .py file under task/, with FILENAME pointing at them relative to
+    the folder (load_study resolves them there).
 
-    So a copied or moved folder carries its own prompts, and a later edit of the original
-    prompt files does not change what the study trained on. Builtin prompt sets stay names.
+    So a copied or moved folder carries its own prompts and task, and a later edit of the
+    original files does not change what the study trained on. Builtin prompt sets stay names;
+    sets of plain one-line prompts are written one per line (.txt), others as JSON lines.
     """
     raw = study.model_dump(mode="json", exclude_none=True)
-    prompts: dict[str, str] = {}
+    files: dict[str, str] = {}
     for split in PROMPT_SPLITS:
-        if raw["task"][f"{split}_prompts"] in BUILTIN_PROMPTS:
+        if raw["task"][f"{split}_prompts"].startswith("builtin:"):
             continue
-        texts = study.prompts(split)
-        if any("\n" in text for text in texts):  # one prompt per line cannot hold these: use JSON lines
-            name, text = f"{PROMPTS_DIR}/{split}.jsonl", "".join(json.dumps({"prompt": t}) + "\n" for t in texts)
+        records = study.prompts(split)
+        if all(is_plain_prompt(r) for r in records):
+            name, text = f"{PROMPTS_DIR}/{split}.txt", "".join(r["prompt"] + "\n" for r in records)
         else:
-            name, text = f"{PROMPTS_DIR}/{split}.txt", "\n".join(texts) + "\n"
-        prompts[name] = text
+            name, text = f"{PROMPTS_DIR}/{split}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        files[name] = text
         raw["task"][f"{split}_prompts"] = name
-    return {filename: yaml.safe_dump(raw, sort_keys=False), **prompts}
+    file = entry_file(study.task.entry or "")
+    if file is not None:
+        source = study._task_sources.get(file)
+        if source is None:
+            source = Path(file).read_text("utf-8")
+        name = f"{TASK_DIR}/{Path(file).name}"
+        files[name] = source
+        raw["task"]["entry"] = name + study.task.entry[len(file):]
+    return {filename: yaml.safe_dump(raw, sort_keys=False), **files}
 
 
 def write_study(folder: Path, study: Study, filename: str = "study.yaml") -> Path:

@@ -24,11 +24,12 @@ from transformers.utils import logging as hf_logging
 from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
 from ratiotune.models import load_agents
 from ratiotune.objective import OBJECTIVE, trailing_mean
+from comlrl.utils.reward_utils import call_reward_function
+
+from ratiotune.metrics import measure
 from ratiotune.results import checkpoint_is_complete
-from ratiotune.metrics import TASK_METRICS
 from ratiotune.storage import STAGING_PREFIX
 from ratiotune.study import SEED_KEY, START_KEY, TEST_KEY, Study
-from ratiotune.task import batch_metrics
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
 hf_logging.disable_progress_bar()
@@ -65,7 +66,9 @@ class Trial:
         # devices: agent 0's and agent 1's (see placement.choose_devices); CPU unless told.
         self.devices = devices or ["cpu", "cpu"]
         agents, tokenizer = load_agents(study.model.name)
-        # The texts the study carries (read once at launch): no file is read on the worker.
+        # Made once per process from the study's task section (a Task never travels through pickling).
+        self.task = study.get_task()
+        # The records the study carries (read once at launch): no file is read on the worker.
         self.eval_prompts = study.prompts("eval")
         self.trainer = build_trainer(
             agents,
@@ -73,7 +76,7 @@ class Trial:
             study.prompts("train"),
             hyperparameters=self.hyperparameters,
             train=study.train,
-            task=study.task,
+            task=self.task,
             # comlrl refuses to load a checkpoint past num_train_epochs, so continued runs pass their end.
             epochs=epochs or study.train.epochs,
             devices=self.devices,
@@ -87,11 +90,8 @@ class Trial:
         self.trainer.run_epoch()
         train_seconds = time.perf_counter() - start
         tokens = self.trainer.generated_tokens - tokens_before
-        task = self.study.task
-        metrics = {
-            f"train/{k}": v
-            for k, v in batch_metrics(self.trainer.reward_func.take_groups(), task.target_min, task.target_max).items()
-        }
+        groups, rewards = self.trainer.reward_func.take_groups()
+        metrics = {f"train/{k}": v for k, v in measure(self.task, groups, rewards).items()}
         reason = self.divergence(metrics)
         if reason is None:
             start = time.perf_counter()
@@ -107,7 +107,7 @@ class Trial:
             self.epoch += 1
             return {
                 **metrics,
-                **{f"eval/{k}": float("nan") for k in TASK_METRICS},
+                **{f"eval/{k}": float("nan") for k in self.study.metrics().measured},
                 OBJECTIVE: float("nan"),
                 "epoch": self.epoch,
                 "system/epoch_seconds": train_seconds,
@@ -133,8 +133,8 @@ class Trial:
 
     def test(self, samples_per_prompt: int) -> dict[str, float]:
         """The honest measurement: the test prompts (never trained or selected on), `test/...` names."""
-        prompts = self.study.prompts("test")
-        return {f"test/{k}": v for k, v in self.evaluate(samples_per_prompt, prompts).items()}
+        records = self.study.prompts("test")
+        return {f"test/{k}": v for k, v in self.evaluate(samples_per_prompt, records).items()}
 
     def divergence(self, metrics: dict[str, Any]) -> str | None:
         """Why this trial has diverged, or None. Checked after every epoch.
@@ -154,23 +154,29 @@ class Trial:
                 return f"non-finite {name}: {value}"
         return None
 
-    def evaluate(self, samples_per_prompt: int | None = None, prompts: list[str] | None = None) -> dict[str, float]:
-        """The fixed eval protocol: the same seeded number of answer pairs per held-out prompt.
+    def evaluate(self, samples_per_prompt: int | None = None, records: list[dict[str, Any]] | None = None) -> dict[str, float]:
+        """The fixed eval protocol: the same seeded number of answer pairs per held-out record.
 
         Independent of num_generations, so trials that differ in it compare fairly; the
-        RNG is forked so evaluating never changes the training stream.
+        RNG is forked so evaluating never changes the training stream. Agent i answers
+        task.formatters[i](record); the reward is called once per record's group of pairs.
         """
         n = samples_per_prompt or self.study.task.eval_samples_per_prompt
         max_new_tokens = self.hyperparameters["max_new_tokens"]
-        prompts = prompts or self.eval_prompts
+        records = records or self.eval_prompts
+        prompts = [[formatter(r) for r in records] for formatter in self.task.formatters]
         # Fork the CUDA generators too when on GPU, or eval sampling would move training's stream.
         cuda_indices = sorted({torch.device(d).index or 0 for d in self.devices if d.startswith("cuda")})
         with torch.random.fork_rng(devices=cuda_indices):
             torch.manual_seed(self.seed + EVAL_SEED_OFFSET)
-            first = self.trainer.sample_answers(prompts, 0, n, max_new_tokens)
-            second = self.trainer.sample_answers(prompts, 1, n, max_new_tokens)
-        groups = [list(zip(a, b)) for a, b in zip(first, second)]
-        return batch_metrics(groups, self.study.task.target_min, self.study.task.target_max)
+            first = self.trainer.sample_answers(prompts[0], 0, n, max_new_tokens)
+            second = self.trainer.sample_answers(prompts[1], 1, n, max_new_tokens)
+        groups = [[(r, x, y) for x, y in zip(a, b)] for r, a, b in zip(records, first, second)]
+        rewards = [
+            call_reward_function(self.task.reward, [prompt] * len(a), [a, b], num_agents=2, batch_items=[r])
+            for r, prompt, a, b in zip(records, prompts[0], first, second)
+        ]
+        return measure(self.task, groups, rewards)
 
     def save(self, directory: Path, metrics: dict[str, Any] | None = None) -> None:
         """agent_0/, agent_1/ (HF format), trainer_state/ (resume) and meta.json (plain facts).

@@ -107,8 +107,10 @@ def measure(groups: Sequence[Sequence[Sample]], target_min: float, target_max: f
 
 def make_task(target_min: float = DEFAULT_TARGET_MIN, target_max: float = DEFAULT_TARGET_MAX) -> Task:
     """The length-ratio task with the rewarded band [target_min, target_max]."""
-    if not 0 < target_min <= target_max:
-        raise ValueError(f"target_min ({target_min}) must be > 0 and <= target_max ({target_max})")
+    if not target_min > 0:
+        raise ValueError(f"target_min ({target_min}) must be > 0")
+    if target_min > target_max:
+        raise ValueError(f"target_min ({target_min}) must be <= target_max ({target_max})")
     return Task(
         name="length-ratio",
         reward=LengthRatioReward(target_min, target_max),
