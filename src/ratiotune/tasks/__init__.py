@@ -19,6 +19,7 @@ from ratiotune.tasks.base import Record, Sample, Task, TaskMetric, prompt_field
 # Builtin tasks: name -> entry. Imported only when named, like a user's entry.
 BUILTIN_TASKS = {
     "length-ratio": "ratiotune.tasks.length_ratio:make_task",
+    "headline-expansion": "ratiotune.tasks.headline_expansion:make_task",
 }
 
 
