@@ -129,6 +129,22 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
         bad = [r for r in rewards if not math.isfinite(r)]
         if bad:
             return f"task.reward returned non-finite values ({bad[0]!r}) on placeholder answers; rewards must be finite numbers"
+    # measure() too: a declared metric it does not return would fail every trial at its first epoch.
+    groups = [[(record, a, b) for a, b in zip(*answers)] for record in list(records)[:3]]
+    if groups:
+        try:
+            values = dict(task.measure(groups))
+        except Exception as exc:
+            return f"task.measure raised {type(exc).__name__}: {exc} on placeholder answers"
+        for metric in task.metrics:
+            if metric.name not in values:
+                return f"task.measure returned no {metric.name!r}, which Task.metrics declares; it must return every declared metric"
+            try:
+                finite = math.isfinite(float(values[metric.name]))
+            except (TypeError, ValueError):
+                finite = False
+            if not finite:
+                return f"task.measure returned {values[metric.name]!r} for {metric.name!r} on placeholder answers; metrics must be finite numbers"
     return None
 
 
