@@ -1,6 +1,6 @@
 """Compare the trials of an experiment: `python analysis/compare_trials.py EXPERIMENT_DIR [--out DIR] [--metric M]`.
 
-The same code as `ratiotune report` (ratiotune.report); writes trials.csv, curves.csv,
+The same code as `ratiotune report` (ratiotune.results.report); writes trials.csv, curves.csv,
 PNG plots and report.md into DIR (default EXPERIMENT_DIR/report/).
 """
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from ratiotune.model_names import BUILTIN_MODELS
-from ratiotune.study import validate_study
-from ratiotune.trainable import Trial
+from ratiotune.core.model_names import BUILTIN_MODELS
+from ratiotune.core.study import validate_study
+from ratiotune.training.trainable import Trial
 
 
 def tree_bytes(path: Path) -> int:

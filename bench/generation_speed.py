@@ -40,7 +40,7 @@ def decode_speed(
     """
     import torch
 
-    from ratiotune.generation import Decoding, compile_config
+    from ratiotune.training.generation import Decoding, compile_config
 
     prompt = tokenizer(["Tell a joke about dinosaurs:"], return_tensors="pt").to(device)
     # As trials decode: compiled under bf16 autocast runs on the agent's bf16 copy (Decoding.decoder).
@@ -94,7 +94,7 @@ def main() -> None:
 
     import torch
 
-    from ratiotune.models import load_agents
+    from ratiotune.training.models import load_agents
 
     torch.set_num_threads(1)
     device = "cuda:0" if torch.cuda.is_available() else "cpu"

@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ratiotune.memory import GIB, study_estimate
-from ratiotune.results import max_overlap
-from ratiotune.study import Study, validate_study
+from ratiotune.training.memory import GIB, study_estimate
+from ratiotune.core.experiment import max_overlap
+from ratiotune.core.study import Study, validate_study
 
 PROMPTS = [
     "Tell a joke about dinosaurs:",
@@ -65,8 +65,8 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
     import torch
     from ray import tune
 
-    from ratiotune.placement import trial_devices
-    from ratiotune.trainable import Trial
+    from ratiotune.training.placement import trial_devices
+    from ratiotune.training.trainable import Trial
 
     # Dry run: Ray still assigns a share of a logical GPU; the agents stay on CPU (two CPU
     # device names for a 2-GPU trial, so that comlrl's "mp" path runs).

@@ -22,7 +22,7 @@ random weights, float32 master weights, bf16 autocast as the seed study qwen2.5-
   epoch_eager, epoch_compiled
             one warm epoch of the seed config's training (8 generations x 128 tokens) on a few of
             its prompts (one prompt-length bucket), projected to its 32 prompts + its eval; peak
-            GPU memory beside ratiotune.memory's estimate for the same shape at 128 tokens
+            GPU memory beside ratiotune.training.memory's estimate for the same shape at 128 tokens
   update    one loss + backward: comlrl's per-sample loss vs the batched one
   packing, two_gpus   only where Ray is importable (bench/gpu_packing.py)
 """
@@ -150,7 +150,7 @@ def bucket_prompts(tokenizer, n: int) -> list[str]:
     """The first `n` training prompts of the seed study (builtin:train) in its most common length bucket."""
     from collections import Counter
 
-    from ratiotune.generation import cache_length
+    from ratiotune.training.generation import cache_length
     from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
     from ratiotune.tasks.records import prompt_texts
 
@@ -166,8 +166,8 @@ class Probe:
     def __init__(self, sizes: dict, device: str):
         import torch
 
-        from ratiotune.generation import Decoding, compile_config
-        from ratiotune.models import load_agents
+        from ratiotune.training.generation import Decoding, compile_config
+        from ratiotune.training.models import load_agents
 
         (model, _), self.tokenizer = load_agents(sizes["model"])
         del _
@@ -214,7 +214,7 @@ def section_env(sizes: dict, device: str, partial: Partial) -> dict:
     import torch
     import transformers
 
-    from ratiotune import generation
+    from ratiotune.training import generation
 
     figures = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
                "cuda": torch.version.cuda, "device": device, "generate_cache_kwarg": generation.CACHE_KWARG}  # fmt: skip
@@ -224,7 +224,7 @@ def section_env(sizes: dict, device: str, partial: Partial) -> dict:
     partial.update(**figures)
     from importlib import metadata
 
-    from ratiotune import trainable  # noqa: F401  (the whole training import chain)
+    from ratiotune.training import trainable  # noqa: F401  (the whole training import chain)
 
     figures["trainable_imports"] = "ok"
     figures["ray_loaded_by_trainable"] = "ray" in sys.modules  # must be False: the node has no Ray
@@ -281,7 +281,7 @@ def section_greedy(sizes: dict, device: str, partial: Partial) -> dict:
     """Greedy tokens: compiled (bf16 copy) vs eager (float32 masters under autocast), and eager on the copy."""
     import torch
 
-    from ratiotune.generation import Decoding
+    from ratiotune.training.generation import Decoding
 
     probe = Probe(sizes, device)
     n = probe.prompt.input_ids.shape[1]
@@ -359,8 +359,8 @@ def section_steps(sizes: dict, device: str, partial: Partial) -> dict:
 
 def suite_study(sizes: dict, generation: str, device: str, workdir: Path):
     """The seed study (studies/qwen2.5-0.5b.yaml) on the suite's model, a few of its prompts in one bucket."""
-    from ratiotune.models import char_tokenizer
-    from ratiotune.study import load_study
+    from ratiotune.training.models import char_tokenizer
+    from ratiotune.core.study import load_study
 
     prompts = bucket_prompts(char_tokenizer(), sizes["epoch_prompts"])  # builtin models: one token per character
     (workdir / "prompts.txt").write_text("\n".join(prompts) + "\n")
@@ -387,9 +387,9 @@ def section_epoch(generation: str):
     def run(sizes: dict, device: str, partial: Partial) -> dict:
         import torch
 
-        from ratiotune.generation import compile_config
-        from ratiotune.memory import GIB, study_estimate
-        from ratiotune.trainable import Trial
+        from ratiotune.training.generation import compile_config
+        from ratiotune.training.memory import GIB, study_estimate
+        from ratiotune.training.trainable import Trial
 
         with tempfile.TemporaryDirectory() as tmp:
             study, prompts = suite_study(sizes, generation, device, Path(tmp))
@@ -423,8 +423,8 @@ def section_update(sizes: dict, device: str, partial: Partial) -> dict:
     """comlrl's per-sample loss + backward vs the batched one, on one real sampled group of agent 0."""
     from comlrl.trainers.reinforce import MAGRPOTrainer
 
-    from ratiotune.magrpo import batched_policy_loss
-    from ratiotune.trainable import Trial
+    from ratiotune.training.magrpo import batched_policy_loss
+    from ratiotune.training.trainable import Trial
 
     with tempfile.TemporaryDirectory() as tmp:
         study, _ = suite_study({**sizes, "epoch_prompts": 1}, "eager", device, Path(tmp))

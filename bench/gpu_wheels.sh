@@ -8,9 +8,9 @@
 # datasets, pydantic, ray, optuna or wandb. What the suite imports beyond that list, with the
 # versions constraints.txt pins:
 #   comlrl        the trainer (pure Python)
-#   datasets      comlrl and ratiotune.magrpo build the prompt set with it; with dill and
+#   datasets      comlrl and ratiotune.training.magrpo build the prompt set with it; with dill and
 #                 multiprocess, which it imports (fsspec, xxhash, pyarrow, pandas are there)
-#   pydantic      ratiotune.study's schema; with pydantic-core, annotated-types, typing-inspection
+#   pydantic      ratiotune.core.study's schema; with pydantic-core, annotated-types, typing-inspection
 # Not carried: wandb (comlrl imports it but never calls it without a wandb_config; its wheel
 # and dependencies are ~25 MB; the suite's processes get a stand-in that refuses to log),
 # ray (78 MB: the packing and two-GPU sections run only where Ray is installed), optuna.

@@ -3,7 +3,7 @@
     .venv/bin/python bench/overhead.py                 # 3 pairs x 4 epochs
     .venv/bin/python bench/overhead.py --repeats 1 --epochs 2
 
-Direct: ratiotune.trainable.Trial in this process (one torch thread, like a 1-CPU Ray trial),
+Direct: ratiotune.training.trainable.Trial in this process (one torch thread, like a 1-CPU Ray trial),
 timing each epoch's training, the fixed eval and the checkpoint save (Trial.save, what the
 trainable writes every epoch) separately. Ray: the same study as a one-trial Tune run (FIFO,
 no search), whose per-epoch time is Ray's time_this_iter_s (train + eval + save + report);
@@ -26,9 +26,9 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
-from ratiotune.results import STUDY_FILE, load_experiment  # noqa: E402
-from ratiotune.search import build_tuner  # noqa: E402
-from ratiotune.study import validate_study  # noqa: E402
+from ratiotune.core.experiment import STUDY_FILE, load_experiment  # noqa: E402
+from ratiotune.search.launch import build_tuner  # noqa: E402
+from ratiotune.core.study import validate_study  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def make_study(epochs: int, name: str):
 def run_direct(study) -> dict:
     import torch
 
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     start = time.perf_counter()
     trial = Trial(study, {})

@@ -50,11 +50,11 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
-from ratiotune import race  # noqa: E402
-from ratiotune.results import load_experiment  # noqa: E402
-from ratiotune.search import build_tuner  # noqa: E402
-from ratiotune.study import Study, validate_study, write_study  # noqa: E402
-from ratiotune.study import SEED_KEY, TEST_KEY  # noqa: E402
+from ratiotune.search import race  # noqa: E402
+from ratiotune.core.experiment import load_experiment  # noqa: E402
+from ratiotune.search.launch import build_tuner  # noqa: E402
+from ratiotune.core.study import Study, validate_study, write_study  # noqa: E402
+from ratiotune.core.study import SEED_KEY, TEST_KEY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"

@@ -4,7 +4,7 @@ seeds, score each run's final epoch on the design prompts.
     .venv/bin/python bench/seed_spread.py                       # the 4 configs of docs/search-quality.md, seeds 1001-1003
     .venv/bin/python bench/seed_spread.py --set train.temperature=1.0 --set train.top_p=1.0
 
-One process, one torch thread per run (like a 1-CPU trial), no Ray: `ratiotune.trainable.Trial`
+One process, one torch thread per run (like a 1-CPU trial), no Ray: `ratiotune.training.trainable.Trial`
 directly. Prints one JSON line per run (config, seed, final in-range fraction on the design
 prompts, eval curve).
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from ratiotune.study import load_study
-from ratiotune.trainable import Trial
+from ratiotune.core.study import load_study
+from ratiotune.training.trainable import Trial
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = [(4e-3, 4, 32), (2e-3, 8, 32), (1e-3, 8, 32), (1e-2, 8, 32)]  # lr, generations, tokens

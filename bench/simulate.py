@@ -152,8 +152,8 @@ def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
     from ray.tune.schedulers import TrialScheduler
     from ray.tune.search.optuna import OptunaSearch
 
-    from ratiotune.objective import OBJECTIVE, trailing_mean
-    from ratiotune.search import make_sampler, make_scheduler, param_space
+    from ratiotune.core.objective import OBJECTIVE, trailing_mean
+    from ratiotune.search.launch import make_sampler, make_scheduler, param_space
 
     search, epochs = study.search, study.train.epochs
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -213,8 +213,8 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
     extend: paired seeds added for a second look when the first refused a winner ahead on the mean
     (None: race.second_look_seeds, as race.py does).
     """
-    from ratiotune.intensify import Intensifier, PlanError, gate
-    from ratiotune.objective import trailing_mean
+    from ratiotune.core.intensify import Intensifier, PlanError, gate
+    from ratiotune.core.objective import trailing_mean
 
     epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
     baseline_key = table.point(baseline) if baseline else None
@@ -298,7 +298,7 @@ def gate_rule(rule: str, values: list[float], base: list[float] | None, collapse
     final-epoch test values; each recommends the winner or keeps the baseline."""
     from scipy import stats as st
 
-    from ratiotune.stats import signflip_p
+    from ratiotune.core.stats import signflip_p
 
     n = len(values)
     collapse_ok = sum(collapsed) / n <= max_collapse_share
@@ -361,7 +361,7 @@ class Design:
 
 
 def design_study(design: Design, study_seed: int):
-    from ratiotune.study import apply_override, validate_study
+    from ratiotune.core.study import apply_override, validate_study
 
     raw = yaml.safe_load(SMOKE.read_text())
     raw["train"]["seed"] = study_seed
@@ -381,7 +381,7 @@ def design_study(design: Design, study_seed: int):
 
 def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, Any]:
     """One simulated study: search, then the design's pick; what it ships and what that is worth."""
-    from ratiotune.stats import describe
+    from ratiotune.core.stats import describe
 
     study = design_study(design, study_seed)
     perm = [int(s) for s in np.random.default_rng(study_seed).permutation(table.seeds)]
@@ -605,7 +605,7 @@ COMPARED = (
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    from ratiotune.stats import wilson
+    from ratiotune.core.stats import wilson
 
     ratios = np.array([r["ratio"] for r in records])
     trues = np.array([r["true"] for r in records])

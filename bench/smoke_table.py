@@ -59,7 +59,7 @@ def key(config: dict, seed: int) -> str:
 
 
 def smoke_study():
-    from ratiotune.study import validate_study
+    from ratiotune.core.study import validate_study
 
     raw = yaml.safe_load(SMOKE.read_text())
     raw["search"]["space"] = {}
@@ -73,7 +73,7 @@ def run_one(job: tuple[dict, int]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     study = smoke_study()
     start = time.perf_counter()

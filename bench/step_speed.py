@@ -42,7 +42,7 @@ CONFIGS = {
 
 
 def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: bool, workdir: Path):
-    from ratiotune.study import load_study
+    from ratiotune.core.study import load_study
     from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
     from ratiotune.tasks.records import prompt_texts
 
@@ -61,7 +61,7 @@ def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: 
 
 def child_epoch(args: argparse.Namespace) -> dict:
     """One epoch in one mode: epoch seconds, seconds per update, peak RSS, a rollout digest."""
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     with tempfile.TemporaryDirectory() as tmp:
         study = make_study(*args.shape, fast=args.mode == "fast", workdir=Path(tmp))
@@ -96,8 +96,8 @@ def child_grad(args: argparse.Namespace) -> dict:
     import torch
     from comlrl.trainers.reinforce import MAGRPOTrainer
 
-    from ratiotune.magrpo import batched_policy_loss
-    from ratiotune.trainable import Trial
+    from ratiotune.training.magrpo import batched_policy_loss
+    from ratiotune.training.trainable import Trial
 
     with tempfile.TemporaryDirectory() as tmp:
         trial = Trial(make_study(*args.shape, fast=True, workdir=Path(tmp)), {})

@@ -29,7 +29,7 @@ from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.reward_processor import RewardProcessors
 from datasets import Dataset
 
-from ratiotune.models import load_agents
+from ratiotune.training.models import load_agents
 from ratiotune.tasks.length_ratio import make_task
 from ratiotune.tasks.records import load_records
 

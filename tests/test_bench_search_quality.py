@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ratiotune.study import validate_study
+from ratiotune.core.study import validate_study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def test_method_studies_validate_and_differ_from_smoke_only_where_the_method_say
 def test_retrain_seeds_are_fresh_for_every_search_and_race(bench):
     """The seeds themselves, not a count of runs: every seed the search and the race of search seed
     s can use lies below the bench's retrain seeds for s, and those below search seed s + 1's."""
-    from ratiotune.race import fresh_seeds
+    from ratiotune.search.race import fresh_seeds
 
     for s in range(4):
         smoke = validate_study(bench.smoke_study(s, None))

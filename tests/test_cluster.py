@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from ratiotune.placement import PlacementError, choose_devices
-from ratiotune.results import FINISHED, load_experiment, load_trial
+from ratiotune.training.placement import PlacementError, choose_devices
+from ratiotune.core.experiment import FINISHED, load_experiment, load_trial
 
 # --------------------------------------------------------------------------- helpers
 
@@ -60,9 +60,9 @@ def test_choose_devices_follows_the_gpus_ray_assigned():
 
 def test_two_gpus_use_comlrl_model_parallel(tiny_study):
     """Two distinct devices switch build_trainer to parallel_training="mp" with agent_devices (checked on CPU)."""
-    from ratiotune.magrpo import build_trainer
-    from ratiotune.models import load_agents
-    from ratiotune.study import validate_study
+    from ratiotune.training.magrpo import build_trainer
+    from ratiotune.training.models import load_agents
+    from ratiotune.core.study import validate_study
     study = validate_study(tiny_study)
     agents, tokenizer = load_agents("builtin:tiny")
     kwargs = dict(hyperparameters=study.hyperparameters({}), train=study.train, task=study.get_task(), epochs=1)

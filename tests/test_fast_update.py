@@ -14,12 +14,12 @@ import pytest
 import torch
 from comlrl.trainers.reinforce import MAGRPOTrainer
 
-from ratiotune import magrpo
-from ratiotune.magrpo import build_trainer
-from ratiotune.models import load_agents
-from ratiotune.study import TrainSpec, validate_study
+from ratiotune.training import magrpo
+from ratiotune.training.magrpo import build_trainer
+from ratiotune.training.models import load_agents
+from ratiotune.core.study import TrainSpec, validate_study
 from ratiotune.tasks.length_ratio import make_task
-from ratiotune.trainable import Trial
+from ratiotune.training.trainable import Trial
 
 ADVANTAGE_MODES = ("mean", "raw", "max", "rloo")
 # Completion lengths of one fake sample: unequal (which generate() never produces, but
@@ -96,7 +96,7 @@ def stock_loss(trainer, model, data, returns):
 
 def test_comlrl_is_the_version_the_fast_loss_copies():
     assert importlib.metadata.version("comlrl") == magrpo.COMLRL_VERSION, (
-        "comlrl changed: re-check ratiotune.magrpo.batched_policy_loss against the new "
+        "comlrl changed: re-check ratiotune.training.magrpo.batched_policy_loss against the new "
         "_compute_loss_with_gradients before bumping COMLRL_VERSION"
     )
 

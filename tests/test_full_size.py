@@ -4,7 +4,7 @@ Marked `full_size` and run by `make test-full-size` (CI runs it after `make test
 per run (float32 master weights + AdamW moments of two 494M-parameter agents), one run at a
 time, ~4.5 minutes for both on a 2-core machine.
 Each dtype runs in its own process so that its peak RSS (getrusage maxrss) is its own;
-the figure is printed beside ratiotune.memory's estimate and must stay within 25% of it.
+the figure is printed beside ratiotune.training.memory's estimate and must stay within 25% of it.
 
 bfloat16 runs `builtin:qwen2.5-0.5b-shape` itself; float32 loads the same weights from a
 local folder written with save_pretrained, with pad = eos as Qwen's base tokenizer has it
@@ -50,9 +50,9 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
 
     import torch
 
-    from ratiotune.memory import GIB, study_estimate
-    from ratiotune.study import validate_study
-    from ratiotune.trainable import Trial
+    from ratiotune.training.memory import GIB, study_estimate
+    from ratiotune.core.study import validate_study
+    from ratiotune.training.trainable import Trial
 
     study = validate_study(study_dict(model, dtype, workdir))
     times = {}
@@ -110,7 +110,7 @@ def child(model: str, dtype: str, workdir: Path) -> dict:
 
 def save_local_copy(directory: Path) -> None:
     """The builtin model as a downloaded Qwen looks: save_pretrained folder, pad token = eos token."""
-    from ratiotune.models import builtin_model, char_tokenizer
+    from ratiotune.training.models import builtin_model, char_tokenizer
 
     tokenizer = char_tokenizer(151_936)
     model = builtin_model(MODEL, tokenizer)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import run_cli
 
-from ratiotune.generation import (
+from ratiotune.training.generation import (
     MODES,
     PROMPT_BUCKET,
     Decoding,
@@ -22,9 +22,9 @@ from ratiotune.generation import (
     compile_config,
     resolve,
 )
-from ratiotune.models import load_agents
-from ratiotune.study import StudyError, TrainSpec, validate_study
-from ratiotune.trainable import Trial
+from ratiotune.training.models import load_agents
+from ratiotune.core.study import StudyError, TrainSpec, validate_study
+from ratiotune.training.trainable import Trial
 
 # Left-padded to the longest (37 characters = tokens): 1..37 tokens of real prompt per row.
 PROMPTS = ["Hi:", "Tell a joke about dinosaurs:", "Design a playground on Mars, please:", "A"]
@@ -172,7 +172,7 @@ def test_every_generation_value_validates_and_a_bad_one_exits_2(tiny_study, writ
 
 def test_the_memory_estimate_counts_the_kept_caches(tiny_study):
     """memory.py's kept-cache term is the bytes the static caches of a trial really hold."""
-    from ratiotune.memory import study_estimate
+    from ratiotune.training.memory import study_estimate
 
     study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": "static"}})
     trial = Trial(study, {})
@@ -201,8 +201,8 @@ def test_static_decoding_runs_under_comlrls_two_threads(tiny_study):
 def test_compiled_decoding_under_autocast_uses_a_bf16_copy_that_follows_each_step(tiny_study):
     """No per-step re-cast of the float32 masters: the compiled decode step runs on a bf16 copy,
     refreshed in place after every optimizer step (same tensors, so CUDA graphs keep reading it)."""
-    from ratiotune.generation import CACHE_KWARG
-    from ratiotune.memory import study_estimate
+    from ratiotune.training.generation import CACHE_KWARG
+    from ratiotune.training.memory import study_estimate
 
     (model, _), tokenizer = load_agents("builtin:tiny")
     decoding = Decoding("compiled", model, "cpu", dtype=torch.bfloat16)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from conftest import run_cli
 
-from ratiotune.placement import PlacementError, choose_devices, local_devices
-from ratiotune.study import validate_study
-from ratiotune.trainable import Trial
+from ratiotune.training.placement import PlacementError, choose_devices, local_devices
+from ratiotune.core.study import validate_study
+from ratiotune.training.trainable import Trial
 
 
 def parameters(trial: Trial) -> list[tuple[str, torch.Tensor]]:

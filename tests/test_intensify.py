@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratiotune.intensify import Intensifier, PlanError, gate, plan
-from ratiotune.study import RaceSpec
+from ratiotune.core.intensify import Intensifier, PlanError, gate, plan
+from ratiotune.core.study import RaceSpec
 
 SEEDS = list(range(101, 121))
 

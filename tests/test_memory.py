@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ratiotune.memory import GIB, ModelShape, estimate, packing_report, study_estimate, study_shape
-from ratiotune.storage import experiment_location, split_location
-from ratiotune.study import StudyError, validate_study
+from ratiotune.training.memory import GIB, ModelShape, estimate, packing_report, study_estimate, study_shape
+from ratiotune.core.storage import experiment_location, split_location
+from ratiotune.core.study import StudyError, validate_study
 
 QWEN25_05B = ModelShape(151_936, 896, 4864, 24, 14, 2)
 
 
 def test_parameter_count_matches_the_models():
-    from ratiotune.models import load_agents
+    from ratiotune.training.models import load_agents
 
     agents, _ = load_agents("builtin:tiny")
     assert study_shape("builtin:tiny").parameters() == sum(p.numel() for p in agents[0].parameters())

@@ -1,7 +1,7 @@
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ratiotune.models import char_tokenizer, load_agents
+from ratiotune.training.models import char_tokenizer, load_agents
 
 
 def test_char_tokenizer_round_trips_text():

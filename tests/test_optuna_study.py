@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 from conftest import REPO, run_cli, tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.optuna_study import JOURNAL_FILE, OPTUNA_FILE, StoredOptunaSearch, open_storage, read_record
+from ratiotune.search.optuna_study import JOURNAL_FILE, OPTUNA_FILE, StoredOptunaSearch, open_storage, read_record
 
 EPOCHS = 3
 SAMPLES = 4
@@ -55,7 +55,7 @@ def experiment(tmp_path_factory):
 
 
 def ray_rows(trial_dir: Path) -> list[dict]:
-    """result.json rows, the later of a repeated epoch kept (as results.py reads them)."""
+    """result.json rows, the later of a repeated epoch kept (as core/experiment.py reads them)."""
     by_epoch = {}
     for line in (trial_dir / "result.json").read_text().splitlines():
         row = json.loads(line)
@@ -233,7 +233,7 @@ def test_a_folder_made_before_optuna_storage_still_reads_and_dashboard_says_so(e
 
 
 def searcher(tmp_path: Path) -> StoredOptunaSearch:
-    """The searcher as search.py builds it, on a journal in tmp_path."""
+    """The searcher as search/launch.py builds it, on a journal in tmp_path."""
     from ray.tune.search.sample import loguniform
 
     search = StoredOptunaSearch(

@@ -8,9 +8,9 @@ import torch
 import yaml
 
 from conftest import run_cli, tiny_study_dict
-from ratiotune.results import load_trial
-from ratiotune.study import StudyError, validate_study
-from ratiotune.trainable import Trial
+from ratiotune.core.experiment import load_trial
+from ratiotune.core.study import StudyError, validate_study
+from ratiotune.training.trainable import Trial
 
 
 def pbt_study(prompt_dir, **scheduler) -> dict:

@@ -3,8 +3,8 @@ one-line note for a searched value known to change nothing. The per-trial lines 
 search in test_search.py."""
 
 from conftest import REPO
-from ratiotune.progress import header
-from ratiotune.study import load_study
+from ratiotune.search.progress import header
+from ratiotune.core.study import load_study
 
 
 def test_the_shipped_studies_search_the_four_values_and_the_header_flags_reward_scale():

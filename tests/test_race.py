@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ratiotune.intensify import Intensifier, plan
-from ratiotune.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
-from ratiotune.results import TrialResult
-from ratiotune.study import RaceSpec, SEED_KEY, StudyError, check_race_budget, validate_study
+from ratiotune.core.intensify import Intensifier, plan
+from ratiotune.search.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
+from ratiotune.core.experiment import TrialResult
+from ratiotune.core.study import RaceSpec, SEED_KEY, StudyError, check_race_budget, validate_study
 
 
 def run(contender: int, seed: int, values: list[float], test: dict | None = None, infeasible: bool = False) -> TrialResult:
@@ -145,8 +145,8 @@ def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_
 
 
 def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_study, tmp_path):
-    from ratiotune.race import plan_race
-    from ratiotune.results import Experiment
+    from ratiotune.search.race import plan_race
+    from ratiotune.core.experiment import Experiment
 
     tiny_study["race"] = {"enabled": True}
     tiny_study["search"]["num_samples"] = 3
@@ -170,9 +170,9 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
 
 def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object]) -> tuple[dict, list[list[dict]]]:
     """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value."""
-    import ratiotune.race as race_module
-    from ratiotune.results import Experiment
-    from ratiotune.study import TEST_KEY
+    import ratiotune.search.race as race_module
+    from ratiotune.core.experiment import Experiment
+    from ratiotune.core.study import TEST_KEY
 
     tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95}
     study = validate_study(tiny_study)

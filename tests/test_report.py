@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO, run_cli, tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.results import load_experiment
+from ratiotune.core.experiment import load_experiment
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -146,7 +146,7 @@ def test_an_epoch_delivered_twice_reads_as_one_row_the_later(tiny_study, tmp_pat
     logged but before that epoch's checkpoint was registered restarts from epoch 3's checkpoint
     and logs epoch 4 again (seen in test_cluster's node-loss test). Every reader (report, best,
     retrain, resume all go through results.load_experiment) sees one row per epoch, the later."""
-    from ratiotune.results import curve_table, metric_names, trial_table
+    from ratiotune.core.experiment import curve_table, metric_names, trial_table
 
     experiment_dir = tmp_path / "tiny"
     trial = experiment_dir / "trial_00000"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
-from ratiotune.results import load_experiment
-from ratiotune.study import validate_study
+from ratiotune.core.experiment import load_experiment
+from ratiotune.core.study import validate_study
 
 EPOCHS = 4
 
@@ -146,7 +146,7 @@ def optuna_trials(experiment_dir: Path):
     """The trials of the experiment's Optuna study, from the storage optuna.json names."""
     import optuna
 
-    from ratiotune.optuna_study import open_storage, read_record
+    from ratiotune.search.optuna_study import open_storage, read_record
 
     location, name = read_record(experiment_dir)
     return optuna.load_study(study_name=name, storage=open_storage(location)).get_trials()
@@ -380,7 +380,7 @@ def test_crashed_trial_is_retried_then_errored(tiny_study, write_study, tmp_path
 def test_a_trial_ray_gave_up_on_is_errored_even_if_ray_still_lists_it_running(tmp_path):
     """Ray's last experiment_state can list a trial that failed its final try as RUNNING (seen
     in test_crashed_trial_is_retried_then_errored); error.txt's failure count decides."""
-    from ratiotune.results import ERRORED, FINISHED, UNFINISHED, TrialResult
+    from ratiotune.core.experiment import ERRORED, FINISHED, UNFINISHED, TrialResult
 
     def failures(n: int) -> str:
         return "".join(f"Failure # {i} (occurred at 2026-12-02_21-43-4{i})\nRayActorError\n\n" for i in range(1, n + 1))
@@ -396,7 +396,7 @@ def test_a_trial_ray_gave_up_on_is_errored_even_if_ray_still_lists_it_running(tm
 
 
 def test_diverged_trial_stops_with_a_reason_and_writes_no_checkpoint(tiny_study):
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     diverging = validate_study({**tiny_study, "train": {**tiny_study["train"], "learning_rate": 1e9}})
     trial = Trial(diverging, {})
@@ -409,8 +409,8 @@ def test_diverged_trial_stops_with_a_reason_and_writes_no_checkpoint(tiny_study)
 
 
 def test_a_checkpoint_cut_short_is_not_used(tiny_study, tmp_path):
-    from ratiotune.results import checkpoint_is_complete
-    from ratiotune.trainable import Trial
+    from ratiotune.core.experiment import checkpoint_is_complete
+    from ratiotune.training.trainable import Trial
 
     trial = Trial(validate_study(tiny_study), {})
     for epoch in range(2):  # the second save once failed to load: save_model mutated the config

@@ -12,9 +12,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from conftest import run_cli as _run_cli
 from conftest import tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.stats import t_interval
-from ratiotune.results import load_experiment
-from ratiotune.study import validate_study
+from ratiotune.core.stats import t_interval
+from ratiotune.core.experiment import load_experiment
+from ratiotune.core.study import validate_study
 
 
 def run_cli(*args, **kwargs):
@@ -146,9 +146,9 @@ def test_a_diverged_seed_counts_as_the_worst_value_and_a_retried_crash_counts(ti
     """summarize on hand-made runs: a diverged run's NaN never reaches the statistics, it scores 0
     (the metric's worst) and counts in n; a run that Ray restarted after a crash (error.txt) and
     that reached its epochs is a result like any other."""
-    from ratiotune.results import Experiment, TrialResult
-    from ratiotune.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
-    from ratiotune.study import SEED_KEY
+    from ratiotune.core.experiment import Experiment, TrialResult
+    from ratiotune.search.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
+    from ratiotune.core.study import SEED_KEY
 
     study = validate_study(tiny_study)  # 2 epochs
 

@@ -124,7 +124,7 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
 
 def test_the_gate_decides_on_the_printed_paired_values(experiment):
     """The recommendation follows from the per-seed values in the summary, by the stated rule."""
-    from ratiotune.intensify import gate
+    from ratiotune.core.intensify import gate
 
     summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
     winner, baseline = summary["winner"]["per_seed"], summary["baseline"]["per_seed"]
@@ -166,7 +166,7 @@ def test_search_prints_the_best_trials_and_checkpoint(experiment):
 
 
 def test_the_race_confirms_on_seeds_and_prompts_that_selected_nothing(experiment):
-    from ratiotune.results import load_experiment
+    from ratiotune.core.experiment import load_experiment
 
     race = experiment["dir"] / "race"
     summary = json.loads((race / "summary.json").read_text())
@@ -257,7 +257,7 @@ def test_the_optuna_study_holds_the_trials_and_the_race_winner(experiment):
     """optuna.journal (docs/dashboard.md): every trial, and the race's winner and honest figure as study attrs."""
     import optuna
 
-    from ratiotune.optuna_study import open_storage, read_record
+    from ratiotune.search.optuna_study import open_storage, read_record
 
     location, name = read_record(experiment["dir"])
     assert (name, location) == ("exp", str(experiment["dir"] / "optuna.journal"))

@@ -86,7 +86,7 @@ def asha_stops(grace: int, factor: float, epochs: int, trials: list[list[float]]
 
 
 def test_asha_stops_the_trials_the_rule_says_on_a_hand_made_table(sim, tmp_path):
-    from ratiotune.objective import trailing_mean
+    from ratiotune.core.objective import trailing_mean
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
     design = sim.Design("one-at-a-time", ("search.max_concurrent_trials=1", "search.num_samples=10",
@@ -110,8 +110,8 @@ def test_a_diverged_trial_ends_at_its_nan_epoch(sim, tmp_path):
 def test_the_simulated_sampler_proposes_what_the_real_search_proposes(sim, tmp_path):
     """The same study seed gives the same configs as search.make_searcher's OptunaSearch told the
     same values: start-up draws and the model-based ones after them."""
-    from ratiotune.objective import OBJECTIVE
-    from ratiotune.search import make_searcher, param_space
+    from ratiotune.core.objective import OBJECTIVE
+    from ratiotune.search.launch import make_searcher, param_space
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
     design = sim.Design("seq", ("search.max_concurrent_trials=1", "search.num_samples=7", "search.startup_trials=3",
@@ -177,8 +177,8 @@ def test_replays_against_the_committed_table(sim):
 
 
 def test_the_sampler_settings_are_validated_and_reach_optuna(sim):
-    from ratiotune.search import make_sampler
-    from ratiotune.study import StudyError
+    from ratiotune.search.launch import make_sampler
+    from ratiotune.core.study import StudyError
 
     study = sim.design_study(sim.Design("shipped", as_shipped=True), 0)
     sampler = make_sampler(study)

@@ -60,7 +60,7 @@ def test_a_row_reproduces(lr):
 
 
 def curves(study, scale: float) -> list[dict[str, float]]:
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     config = {"learning_rate": 2.0e-3, "num_generations": 2, "max_new_tokens": 16, "reward_scale": scale}
     trial = Trial(study, config, seed=3)
@@ -73,7 +73,7 @@ def curves(study, scale: float) -> list[dict[str, float]]:
 
 
 def test_reward_scale_changes_nothing_under_advantage_normalization(tmp_path):
-    from ratiotune.study import read_prompts
+    from ratiotune.core.study import read_prompts
 
     study = load_bench().smoke_study()  # the table's study: smoke.yaml's task and training
     assert study.train.advantage_normalization

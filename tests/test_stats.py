@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ratiotune.stats import describe, format_interval, format_share, lower_bound_95, predict_mean, sign_test_p, t_quantile, wilson
+from ratiotune.core.stats import describe, format_interval, format_share, lower_bound_95, predict_mean, sign_test_p, t_quantile, wilson
 
 REPETITIONS = 4000
 
@@ -71,7 +71,7 @@ def test_the_prediction_interval_of_a_12_seed_mean_covers_95_percent_of_such_mea
 
 
 def test_the_sign_flip_test_is_exact_and_weighs_differences_by_size():
-    from ratiotune.stats import signflip_p
+    from ratiotune.core.stats import signflip_p
 
     # Every difference positive: only the observed pattern reaches the observed sum, p = 1/2**n.
     assert signflip_p([0.5, 0.4, 0.6, 0.5, 0.45, 0.55]) == 1 / 64

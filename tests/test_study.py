@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli
-from ratiotune.study import StudyError, load_study, validate_study
+from ratiotune.core.study import StudyError, load_study, validate_study
 
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -147,7 +147,7 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
 def test_the_cli_answers_a_schema_error_without_loading_torch():
     """Validating a study and reading an experiment need no torch, transformers or Ray: a typo is
     answered at once (they are imported by the commands that train, when they train)."""
-    code = "import sys, ratiotune.cli, ratiotune.race, ratiotune.retrain; print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
+    code = "import sys, ratiotune.cli, ratiotune.search.race, ratiotune.search.retrain; print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -187,8 +187,8 @@ def test_the_study_carries_its_prompt_texts_and_a_folder_keeps_them(tiny_study, 
     """Read once: a later edit of the file does not leak in; study_files writes what was read."""
     import pickle
 
-    from ratiotune.study import study_files
-    from ratiotune.study import write_study as save
+    from ratiotune.core.study import study_files
+    from ratiotune.core.study import write_study as save
 
     study = load_study(write_study(tiny_study))
     train_file = Path(tiny_study["task"]["train_prompts"])
@@ -206,7 +206,7 @@ def test_the_study_carries_its_prompt_texts_and_a_folder_keeps_them(tiny_study, 
 
 
 def test_schema_check_touches_no_file_and_the_launch_check_does(tiny_study, tmp_path):
-    from ratiotune.study import check_launch
+    from ratiotune.core.study import check_launch
 
     missing = with_change(with_change(tiny_study, "task.train_prompts", str(tmp_path / "gone.txt")), "model.name", "./no/such/model")
     study = validate_study(missing)  # a copied experiment's study.yaml reads without its files
@@ -223,7 +223,7 @@ def test_schema_check_touches_no_file_and_the_launch_check_does(tiny_study, tmp_
 
 def test_a_hub_id_neither_cached_nor_reachable_is_one_line(tiny_study):
     """HF_HUB_OFFLINE=1 (set in conftest): nothing is asked of the hub."""
-    from ratiotune.study import check_launch
+    from ratiotune.core.study import check_launch
 
     study = validate_study(with_change(tiny_study, "model.name", "ratiotune-tests/no-such-model"))
     with pytest.raises(StudyError) as error:
@@ -259,7 +259,7 @@ def test_cli_refuses_an_unreachable_hub_model_fast(tmp_path):
 
 
 def test_every_study_field_has_a_description_and_fields_lists_them():
-    from ratiotune.study import schema_fields
+    from ratiotune.core.study import schema_fields
 
     rows = schema_fields()
     assert {name for name, *_ in rows} >= {"train.top_p", "search.space.NAME.type", "race.max_share", "checkpoint.num_to_keep"}
@@ -277,7 +277,7 @@ def test_every_study_field_has_a_description_and_fields_lists_them():
 
 def test_the_metrics_page_matches_the_metrics_table():
     """docs/study-file.md lists every metric with the direction ranking and the report use."""
-    from ratiotune.metrics import SPLITS, MetricTable, split_metrics
+    from ratiotune.core.metrics import SPLITS, MetricTable, split_metrics
     from ratiotune.tasks.length_ratio import make_task
 
     page = (REPO / "docs" / "study-file.md").read_text()

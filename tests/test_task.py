@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from ratiotune.metrics import MetricTable, measure
+from ratiotune.core.metrics import MetricTable, measure
 from ratiotune.tasks import load_task
 from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS, LengthRatioReward, in_range, length_ratio_reward, make_task
 from ratiotune.tasks.records import RecordsError, load_records, missing_field, prompt_texts

@@ -23,7 +23,7 @@ from comlrl.utils.reward_utils import call_reward_function, resolve_reward_range
 
 from conftest import REPO
 from conftest import run_cli as _run_cli
-from ratiotune.study import TaskSpec
+from ratiotune.core.study import TaskSpec
 from ratiotune.tasks import Task, TaskLoadError, load_task
 
 EXAMPLE = REPO / "examples" / "your_task"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from ratiotune.study import StudyError, load_study, study_files, write_study
+from ratiotune.core.study import StudyError, load_study, study_files, write_study
 
 # A task of one's own: agent 2 should answer longer than agent 1. `kind` makes it misbehave.
 PLUGIN = '''
@@ -69,7 +69,7 @@ def plugin_study(tiny_study: dict, folder: Path, **task) -> Path:
 
 
 def test_a_plugin_task_trains_on_its_formatters_and_reward_and_travels(tiny_study, tmp_path):
-    from ratiotune.trainable import Trial
+    from ratiotune.training.trainable import Trial
 
     study = load_study(plugin_study(tiny_study, tmp_path / "project"))
     table = study.metrics()

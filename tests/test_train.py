@@ -17,11 +17,11 @@ from conftest import REPO, run_cli
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ratiotune.cli import main
-from ratiotune.models import load_agents
-from ratiotune.study import StudyError, load_study, validate_study
-from ratiotune.metrics import MetricTable
+from ratiotune.training.models import load_agents
+from ratiotune.core.study import StudyError, load_study, validate_study
+from ratiotune.core.metrics import MetricTable
 from ratiotune.tasks.length_ratio import make_task
-from ratiotune.one_run import resolve_study
+from ratiotune.training.one_run import resolve_study
 
 # The numbers `ratiotune train` prints per epoch for length-ratio (the tiny study's task).
 PROGRESS_METRICS = MetricTable(make_task()).progress

@@ -2,8 +2,8 @@
 
 import torch
 
-from ratiotune.study import validate_study
-from ratiotune.trainable import Trial
+from ratiotune.core.study import validate_study
+from ratiotune.training.trainable import Trial
 
 
 def optimizer_tensors(trial: Trial) -> list[torch.Tensor]:
@@ -105,7 +105,7 @@ BEFORE_PLUGINS = [
 
 def test_length_ratio_figures_are_those_recorded_before_tasks_were_plugins(tiny_study):
     """The old study form (band at task level), builtin prompt sets, lr 2e-3, 12 tokens, seed 3: two epochs."""
-    from ratiotune.study import read_prompts
+    from ratiotune.core.study import read_prompts
 
     tiny_study["task"].update(train_prompts="builtin:tutorial", eval_prompts="builtin:eval", target_min=1.5, target_max=2.5)
     study = read_prompts(validate_study(tiny_study))

@@ -15,14 +15,14 @@ import yaml
 
 from conftest import EVAL_PROMPTS, TRAIN_PROMPTS, run_cli, tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.results import load_experiment
+from ratiotune.core.experiment import load_experiment
 from test_cluster import new_cluster
 
 LOCAL_RAY = {"RAY_ADDRESS": "local"}  # never join a cluster another process runs on this machine
 
 
 def save_tiny_model(folder, tokenizer_too: bool = True) -> None:
-    from ratiotune.models import load_agents
+    from ratiotune.training.models import load_agents
 
     (agent, _), tokenizer = load_agents("builtin:tiny")
     agent.save_pretrained(folder)

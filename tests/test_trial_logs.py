@@ -8,7 +8,7 @@ import pyarrow.fs
 import pytest
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-from ratiotune.trial_logs import KeepingCSVLogger, KeepingJsonLogger
+from ratiotune.search.trial_logs import KeepingCSVLogger, KeepingJsonLogger
 
 
 class StagedTrial:

@@ -1,6 +1,7 @@
-"""ratiotune: reproducible hyperparameter studies for two-agent MAGRPO on the length-ratio task.
+"""ratiotune: reproducible hyperparameter studies for two-agent MAGRPO (CoMLRL) tasks on Ray Tune + Optuna.
 
-`ratiotune.read_experiment(path)` gives an experiment folder as pandas DataFrames (frames.py).
+`ratiotune.read_experiment(path)` gives an experiment folder as pandas DataFrames (results/frames.py).
+docs/development.md shows the layers: tasks/, core/, training/, search/, results/, then cli.py.
 """
 
 __version__ = "0.1.0"
@@ -9,7 +10,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str):
     # Lazy: `ratiotune` on the command line should not pay for pandas before it needs it.
     if name in ("read_experiment", "ExperimentFrames"):
-        from ratiotune import frames
+        from ratiotune.results import frames
 
         return getattr(frames, name)
     raise AttributeError(f"module 'ratiotune' has no attribute {name!r}")

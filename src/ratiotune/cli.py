@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from ratiotune import provenance
-from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
-from ratiotune.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
-from ratiotune.wandb_settings import WandbSettings
+from ratiotune.core import provenance
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
+from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
+from ratiotune.core.wandb_settings import WandbSettings
 
 EXIT_USAGE = 2
 EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from ratiotune.study import schema_fields
+    from ratiotune.core.study import schema_fields
 
     prefix = args.prefix.rstrip(".")
     rows = [row for row in schema_fields() if not prefix or row[0] == prefix or row[0].startswith(prefix + ".")]
@@ -180,7 +180,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     overrides += [f"search.optuna_storage={args.optuna_storage}"] if args.optuna_storage else []
     study = check_launch(load_study(args.study, overrides))
     check_race_budget(study)
-    from ratiotune import memory, optuna_study, search, storage
+    from ratiotune.training import memory
+    from ratiotune.search import optuna_study, launch as search
+    from ratiotune.core import storage
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
     if storage.exists(experiment_dir):
@@ -196,7 +198,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
         )
 
-    from ratiotune.progress import header
+    from ratiotune.search.progress import header
 
     log_file = ray_log_file(experiment_dir, args.verbose)
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
@@ -224,7 +226,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
     """Fit, then race the top configs; on an interruption print the one-line resume hint and exit
     non-zero; exit EXIT_NO_RESULT when every trial errored or none reported the metric."""
-    from ratiotune import resume, storage
+    from ratiotune.search import resume
+    from ratiotune.core import storage
 
     finished, grid = resume.fit_interruptibly(tuner, study, experiment_dir)
     if not finished:
@@ -248,7 +251,7 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
 
 def run_race(experiment: Experiment) -> int:
     """The confirmation race after a finished search (race.py); prints the honest figure."""
-    from ratiotune import race, resume
+    from ratiotune.search import race, resume
 
     skipped = experiment.study.race_skipped()
     if skipped is not None:
@@ -267,7 +270,7 @@ def run_race(experiment: Experiment) -> int:
     print()
     for line in race.headline(summary):
         print(f"  {line}")
-    from ratiotune.optuna_study import record_race
+    from ratiotune.search.optuna_study import record_race
 
     try:
         record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
@@ -288,7 +291,7 @@ def start_ray(address: str | None = None, log_file: Path | None = None) -> None:
     """
     import ray
 
-    from ratiotune.progress import quiet_ray_logging
+    from ratiotune.search.progress import quiet_ray_logging
 
     logging_kwargs = quiet_ray_logging(log_file)
     if address is None:
@@ -310,8 +313,8 @@ def ray_log_file(folder, verbose: bool) -> Path | None:
     """FOLDER/ray.log for a local folder; a file in the temp folder for a URI (s3://); None with --verbose."""
     import tempfile
 
-    from ratiotune import storage
-    from ratiotune.progress import RAY_LOG
+    from ratiotune.core import storage
+    from ratiotune.search.progress import RAY_LOG
 
     if verbose:
         return None
@@ -400,7 +403,7 @@ def format_value(value) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ratiotune import one_run
+    from ratiotune.training import one_run
 
     study = check_launch(one_run.resolve_study(args.study, args.overrides))
     wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
@@ -415,11 +418,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     experiment = load_experiment(Path(args.experiment).expanduser().resolve())
     experiment_dir, study = experiment.directory, experiment.study
 
-    from ratiotune import resume, search
-    from ratiotune.progress import header
+    from ratiotune.search import resume, launch as search
+    from ratiotune.search.progress import header
 
     if resume.is_finished(experiment_dir):
-        from ratiotune import race
+        from ratiotune.search import race
 
         if study.race_skipped() is not None or race.load_summary(experiment_dir) is not None:
             raced = "" if study.race_skipped() is not None else ", and so has its race"
@@ -449,7 +452,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_best(args: argparse.Namespace) -> int:
     """The winner as study values: the race's when it has run (with the honest figure), else the search's top."""
-    from ratiotune import race
+    from ratiotune.search import race
 
     experiment = load_experiment(args.experiment)
     study = experiment.study
@@ -498,7 +501,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from ratiotune.dashboard import serve
+    from ratiotune.results.dashboard import serve
 
     return serve(Path(args.experiment).expanduser().resolve(), args.host, args.port)
 
@@ -507,7 +510,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ratiotune.report import write_report
+    from ratiotune.results.report import write_report
 
     path = write_report(args.experiment, args.out, args.metric, args.mode)
     print(f"report: {path}")
@@ -515,7 +518,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ratiotune.check import check_study, format_check
+    from ratiotune.training.check import check_study, format_check
 
     study = check_launch(load_study(args.study, args.overrides))
     check_race_budget(study)
@@ -527,7 +530,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    from ratiotune import retrain
+    from ratiotune.search import retrain
 
     # Every input check happens here, before Ray starts (GPUs: once it has, against the cluster).
     plan = retrain.plan_retrain(
@@ -542,7 +545,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         select_seeds=args.select_seeds,
     )
     log_file = ray_log_file(plan.output, args.verbose)
-    from ratiotune.progress import config_text
+    from ratiotune.search.progress import config_text
 
     print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
           f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)

@@ -4,7 +4,7 @@ Ray gives each trial `resources.gpu` GPUs and sets CUDA_VISIBLE_DEVICES in the
 trial's process to exactly those, so inside the trial they are cuda:0 (and cuda:1).
 A fractional request (0.25) still shows one whole device: Ray only does the
 bookkeeping, the trials share the memory, so the packing is the user's to size
-(see ratiotune.memory).
+(see ratiotune.training.memory).
 """
 
 from __future__ import annotations

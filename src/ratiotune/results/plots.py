@@ -16,8 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ratiotune.results import ERRORED, FINISHED, INFEASIBLE, STOPPED, UNFINISHED, Experiment, TrialResult  # noqa: E402
-from ratiotune.study import ParamSpec  # noqa: E402
+from ratiotune.core.experiment import ERRORED, FINISHED, INFEASIBLE, STOPPED, UNFINISHED, Experiment, TrialResult  # noqa: E402
+from ratiotune.core.study import ParamSpec  # noqa: E402
 
 # Small, crisp figures: a report page holds several without scrolling forever.
 DPI = 110

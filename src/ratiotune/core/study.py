@@ -32,7 +32,7 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ratiotune.model_names import BUILTIN_MODELS, model_problem
+from ratiotune.core.model_names import BUILTIN_MODELS, model_problem
 from ratiotune.tasks import BUILTIN_TASKS, Task, TaskLoadError, entry_file, load_task
 from ratiotune.tasks.records import RecordsError, canonical, is_plain_prompt, load_records, missing_field, split_source
 
@@ -502,7 +502,7 @@ class Study(Strict):
 
     def metrics(self):
         """The metric table of the study's task (metrics.MetricTable)."""
-        from ratiotune.metrics import MetricTable
+        from ratiotune.core.metrics import MetricTable
 
         task = self.get_task()
         if self._task[2] is None:
@@ -567,7 +567,7 @@ class Study(Strict):
     def race_plan(self, search_epochs: int | None = None, available: int | None = None, explicit: frozenset[str] | None = None):
         """The race fitted to race.max_share (intensify.plan); by default the search counted at its most
         (num_samples x epochs), as at load time. Raises intensify.PlanError for explicit numbers that cannot fit."""
-        from ratiotune.intensify import plan
+        from ratiotune.core.intensify import plan
 
         return plan(
             self.race,
@@ -616,7 +616,7 @@ def make_task(spec: TaskSpec, sources: dict[str, str]) -> Task:
 
 def task_problem(study: "Study", task: Task) -> str | None:
     """What the study asks of its task that the task lacks: a metric, a builtin prompt set."""
-    from ratiotune.metrics import MetricTable
+    from ratiotune.core.metrics import MetricTable
 
     try:
         table = MetricTable(task)
@@ -923,7 +923,7 @@ def check_race_budget(study: Study) -> None:
     are fitted when the race is planned, on what the search really spent (race.py)."""
     if study.race_skipped() is not None:
         return
-    from ratiotune.intensify import PlanError
+    from ratiotune.core.intensify import PlanError
 
     try:
         study.race_plan()

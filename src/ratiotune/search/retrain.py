@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.race import honest_metric, load_summary, searched_values
-from ratiotune.results import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
-from ratiotune.stats import describe, format_interval, format_share
-from ratiotune.study import (
+from ratiotune.search.race import honest_metric, load_summary, searched_values
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.stats import describe, format_interval, format_share
+from ratiotune.core.study import (
     SEARCHABLE,
     SEED_KEY,
     START_KEY,
@@ -188,7 +188,7 @@ def race_candidates(experiment: Experiment, ranked: list[TrialResult]) -> tuple[
 
 def race_seeds_used(experiment: Experiment) -> int:
     """How many fresh seeds the experiment's race took (0 without a race)."""
-    from ratiotune.race import race_dir
+    from ratiotune.search.race import race_dir
 
     seeds = {
         int(json.loads(p.read_text()).get(SEED_KEY, experiment.study.train.seed))
@@ -216,12 +216,12 @@ def search_figures(trial: TrialResult, study: Study, metric: str, mode: str) -> 
 def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], folder: str = RUNS_DIR) -> Experiment:
     """Train every (candidate, seed) pair as one Ray Tune trial under OUTPUT/folder; returns the runs.
 
-    The runs folder is itself an experiment (study.yaml + Ray trial folders), so results.py
+    The runs folder is itself an experiment (study.yaml + Ray trial folders), so core/experiment.py
     reads it like any search. Ray must already be initialised (the CLI does it).
     """
     from ray import tune
 
-    from ratiotune.search import check_resources, largest_node_gpus, make_trainable, seed_runs_config
+    from ratiotune.search.launch import check_resources, largest_node_gpus, make_trainable, seed_runs_config
 
     study = plan.study
     # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.

@@ -6,7 +6,7 @@
     exp.curves          # one row per trial per epoch: every metric the trial reported
     exp.race            # the confirmation race's summary (dict), or None
 
-The same tables `ratiotune report` writes as trials.csv and curves.csv (results.py builds
+The same tables `ratiotune report` writes as trials.csv and curves.csv (core/experiment.py builds
 both), read straight from the folder: only JSON/CSV/YAML, never a pickle, so it is safe on
 folders you did not write. Read-only: nothing in the folder changes. Ray's own anchor for
 this is `ResultGrid.get_dataframe()`, which needs the pickled tuner state instead.
@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ratiotune.results import curve_table, load_experiment, trial_table
+from ratiotune.core.experiment import curve_table, load_experiment, trial_table
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class ExperimentFrames:
 
 def read_experiment(path: str | Path, metric: str | None = None) -> ExperimentFrames:
     """Read an experiment folder made by `ratiotune search` (trials ranked by `metric`, default the study's)."""
-    from ratiotune.race import load_summary
+    from ratiotune.search.race import load_summary
 
     experiment = load_experiment(path)
     trials = pd.DataFrame(trial_table(experiment, metric))

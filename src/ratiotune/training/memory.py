@@ -173,8 +173,8 @@ def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_
 
 def study_shape(model_name: str) -> ModelShape:
     """The shape of a study's model: builtin shapes are known; others come from their config.json."""
-    from ratiotune.model_names import BUILTIN_MODELS, looks_like_path
-    from ratiotune.models import CHARACTERS
+    from ratiotune.core.model_names import BUILTIN_MODELS, looks_like_path
+    from ratiotune.training.models import CHARACTERS
 
     if model_name in BUILTIN_MODELS:
         s = BUILTIN_MODELS[model_name]
@@ -205,7 +205,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
         spec = study.search.space.get(name)
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
 
-    from ratiotune.generation import cache_length, resolve
+    from ratiotune.training.generation import cache_length, resolve
 
     on_gpu = study.resources.gpu > 0
     dtype = study.model.compute_dtype(on_gpu)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ratiotune.objective import OBJECTIVE
+from ratiotune.core.objective import OBJECTIVE
 from ratiotune.tasks.base import Sample, Task, TaskMetric
 
 

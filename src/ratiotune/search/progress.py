@@ -24,8 +24,8 @@ from typing import Any
 
 from ray import tune
 
-from ratiotune.objective import OBJECTIVE
-from ratiotune.study import Study
+from ratiotune.core.objective import OBJECTIVE
+from ratiotune.core.study import Study
 
 RAY_LOG = "ray.log"
 # Short names for the four searched values in one-line summaries.

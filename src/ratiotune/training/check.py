@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from ratiotune.placement import PlacementError, local_devices
-from ratiotune.study import ParamSpec, Study, StudyError
-from ratiotune.trainable import Trial
+from ratiotune.training.placement import PlacementError, local_devices
+from ratiotune.core.study import ParamSpec, Study, StudyError
+from ratiotune.training.trainable import Trial
 
 PROBE_PROMPTS = 2
 # A hyperparameter "changes training" when the two runs' weights differ by more than

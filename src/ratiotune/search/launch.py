@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ratiotune.objective import OBJECTIVE
-from ratiotune.study import ParamSpec, Study, StudyError, continuous_params
-from ratiotune.wandb_settings import WandbSettings
+from ratiotune.core.objective import OBJECTIVE
+from ratiotune.core.study import ParamSpec, Study, StudyError, continuous_params
+from ratiotune.core.wandb_settings import WandbSettings
 
 
 
@@ -64,8 +64,8 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
     baseline = study.baseline()
     if optuna_location is None:
         return OptunaSearch(sampler=sampler, points_to_evaluate=[baseline] if baseline else None)
-    from ratiotune.optuna_study import StoredOptunaSearch
-    from ratiotune.storage import split_location
+    from ratiotune.search.optuna_study import StoredOptunaSearch
+    from ratiotune.core.storage import split_location
 
     return StoredOptunaSearch(
         location=optuna_location, study_name=split_location(experiment_dir)[1], baseline=baseline, epochs=study.train.epochs,
@@ -203,7 +203,7 @@ def make_trainable(study: Study):
     """The trial function with the study bound and its resources: the same for search and resume."""
     from ray import tune
 
-    from ratiotune.trainable import tune_trainable
+    from ratiotune.training.trainable import tune_trainable
 
     return tune.with_resources(
         tune.with_parameters(tune_trainable, study=study),
@@ -219,15 +219,15 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     """
     from ray import tune
 
-    from ratiotune.storage import split_location
+    from ratiotune.core.storage import split_location
 
     storage_path, name = split_location(experiment_dir)
     trainable = make_trainable(study)
     search = study.search
     optuna_location = optuna_storage(study, experiment_dir)
-    from ratiotune.trial_logs import trial_loggers
+    from ratiotune.search.trial_logs import trial_loggers
 
-    from ratiotune.progress import SearchProgress
+    from ratiotune.search.progress import SearchProgress
 
     callbacks = [*trial_loggers(), SearchProgress(study)]
     if wandb is not None:
@@ -274,8 +274,8 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
 def optuna_storage(study: Study, experiment_dir: Path | str) -> str | None:
     """Where this search's Optuna study goes (optuna_study.py), recorded in the experiment folder;
     None when Optuna does not search (PBT, nothing searched) or the folder is a URI without a URL."""
-    from ratiotune import optuna_study
-    from ratiotune.storage import is_uri, split_location
+    from ratiotune.search import optuna_study
+    from ratiotune.core.storage import is_uri, split_location
 
     if study.search.scheduler.type == "pbt" or not study.search.space:
         return None
@@ -299,8 +299,8 @@ def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[s
     restarts from it, as a search trial does."""
     from ray import tune
 
-    from ratiotune.progress import RunsProgress
-    from ratiotune.trial_logs import trial_loggers
+    from ratiotune.search.progress import RunsProgress
+    from ratiotune.search.trial_logs import trial_loggers
 
     return tune.RunConfig(
         name=name,

@@ -68,7 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ratiotune.stats import describe, lower_bound, sign_test_p, wilson
+from ratiotune.core.stats import describe, lower_bound, sign_test_p, wilson
 
 
 class RaceSettings(Protocol):

@@ -31,7 +31,7 @@ from comlrl.utils.reward_utils import call_reward_function, resolve_reward_range
 from datasets import Dataset
 from safetensors.torch import load_file
 
-from ratiotune.generation import Decoding
+from ratiotune.training.generation import Decoding
 from ratiotune.tasks import Sample, Task
 
 # The comlrl release whose internals this module was written and tested against.

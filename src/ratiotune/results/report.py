@@ -17,8 +17,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ratiotune import plots, race
-from ratiotune.results import (
+from ratiotune.results import plots
+from ratiotune.search import race
+from ratiotune.core.experiment import (
     ERRORED,
     FINISHED,
     INFEASIBLE,
@@ -33,7 +34,7 @@ from ratiotune.results import (
     metric_names,
     trial_table,
 )
-from ratiotune.study import ParamSpec, Study, StudyError
+from ratiotune.core.study import ParamSpec, Study, StudyError
 
 TOP = 3  # trials highlighted in the curves and compared for noise
 TOP_TABLE = 5  # rows of the top-trials table in report.md (trials.csv has them all)

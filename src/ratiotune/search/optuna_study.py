@@ -19,7 +19,7 @@ StoredOptunaSearch fixes what Ray's OptunaSearch gets wrong once the storage out
   The baseline is enqueued only into a new study, and such orphans are handed to the next
   trials Ray asks for, so the storage holds exactly num_samples trials;
 - a resumed trial re-reports the epochs since its checkpoint: the later value replaces the
-  earlier one (as results.py keeps the later row), where Optuna's Trial.report keeps the first.
+  earlier one (as core/experiment.py keeps the later row), where Optuna's Trial.report keeps the first.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def storage_location(optuna_storage: str | None, experiment_dir: Path | str) -> 
     """Where a search keeps its study: the study's URL (a relative sqlite path made absolute, so
     `resume` and `dashboard` find it from any folder), else the journal file in a local experiment
     folder; None for an experiment on a URI without a URL (a journal needs a local file)."""
-    from ratiotune.storage import is_uri
+    from ratiotune.core.storage import is_uri
 
     if optuna_storage:
         prefix = "sqlite:///"
@@ -57,7 +57,7 @@ def open_storage(location: str):
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
-    from ratiotune.study import StudyError
+    from ratiotune.core.study import StudyError
 
     try:
         if "://" in location:
@@ -103,7 +103,7 @@ def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) ->
     record = read_record(experiment_dir)
     if record is None:
         return
-    from ratiotune.study import StudyError
+    from ratiotune.core.study import StudyError
 
     try:
         study = optuna.load_study(study_name=record[1], storage=open_storage(record[0]))

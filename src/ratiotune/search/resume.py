@@ -23,9 +23,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ratiotune.results import STATUSES, Experiment, load_experiment
-from ratiotune.storage import STAGING_PREFIX, is_uri
-from ratiotune.study import Study
+from ratiotune.core.experiment import STATUSES, Experiment, load_experiment
+from ratiotune.core.storage import STAGING_PREFIX, is_uri
+from ratiotune.core.study import Study
 
 FINISHED_FILE = "finished.json"
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by Ctrl-C"
@@ -85,10 +85,10 @@ def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool):
     """
     from ray import tune
 
-    from ratiotune.search import make_trainable
+    from ratiotune.search.launch import make_trainable
 
     if not tune.Tuner.can_restore(str(experiment_dir)):
-        from ratiotune.study import StudyError
+        from ratiotune.core.study import StudyError
 
         raise StudyError(f"{experiment_dir}: no Ray experiment state to resume from (the study never started a trial?)")
     return tune.Tuner.restore(

@@ -21,15 +21,15 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from ratiotune.magrpo import build_trainer, is_nonfinite_sampling
-from ratiotune.models import load_agents
-from ratiotune.objective import OBJECTIVE, trailing_mean
+from ratiotune.training.magrpo import build_trainer, is_nonfinite_sampling
+from ratiotune.training.models import load_agents
+from ratiotune.core.objective import OBJECTIVE, trailing_mean
 from comlrl.utils.reward_utils import call_reward_function
 
-from ratiotune.metrics import measure
-from ratiotune.results import checkpoint_is_complete
-from ratiotune.storage import STAGING_PREFIX
-from ratiotune.study import SEED_KEY, START_KEY, TEST_KEY, Study
+from ratiotune.core.metrics import measure
+from ratiotune.core.experiment import checkpoint_is_complete
+from ratiotune.core.storage import STAGING_PREFIX
+from ratiotune.core.study import SEED_KEY, START_KEY, TEST_KEY, Study
 
 # Per-checkpoint "Writing model shards" bars would flood the trial logs.
 hf_logging.disable_progress_bar()
@@ -251,7 +251,7 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     import ray
     from ray import tune
 
-    from ratiotune.placement import trial_devices
+    from ratiotune.training.placement import trial_devices
 
     start = Path(config[START_KEY]) if config.get(START_KEY) else None
     end_epoch = study.train.epochs

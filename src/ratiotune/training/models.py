@@ -22,7 +22,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from ratiotune.model_names import BUILTIN_MODELS, looks_like_path
+from ratiotune.core.model_names import BUILTIN_MODELS, looks_like_path
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 # Printable ASCII plus newline: every character our prompt files use.

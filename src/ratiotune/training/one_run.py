@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ratiotune.wandb_settings import WandbSettings
-from ratiotune.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
+from ratiotune.core.wandb_settings import WandbSettings
+from ratiotune.core.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
 
 
 
@@ -63,8 +63,8 @@ def train(study: Study, output: Path, wandb: WandbSettings | None = None) -> lis
     if output.exists():
         raise StudyError(f"{output} already exists; pass another --output (runs are never overwritten)")
     # Import late: torch/transformers take seconds, and bad input should fail before that.
-    from ratiotune.placement import PlacementError, local_devices
-    from ratiotune.trainable import Trial
+    from ratiotune.training.placement import PlacementError, local_devices
+    from ratiotune.training.trainable import Trial
 
     try:
         # Placed as a search trial of this study would be (resources.gpu), before anything is written.

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ratiotune.objective import OBJECTIVE, trailing_mean
-from ratiotune.study import Study, StudyError, load_study
+from ratiotune.core.objective import OBJECTIVE, trailing_mean
+from ratiotune.core.study import Study, StudyError, load_study
 
 STUDY_FILE = "study.yaml"
 

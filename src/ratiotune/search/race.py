@@ -25,7 +25,7 @@ learning rates collapses to 0. The race runs in two steps; the rules live in int
    runs keep their final agents: those are what the figure describes, and what `best` names.
 
 Each round is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ...,
-confirm), readable by results.py like any experiment, so `resume` continues a race that was
+confirm), readable by core/experiment.py like any experiment, so `resume` continues a race that was
 interrupted: the policy is deterministic given the values, so finished rounds are read back
 and replayed, an interrupted one is restored.
 """
@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.intensify import Intensifier, RacePlan, gate
-from ratiotune.results import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
-from ratiotune.stats import describe, format_interval, format_share, predict_mean
-from ratiotune.study import SEED_KEY, TEST_KEY, Study, write_study
+from ratiotune.core.intensify import Intensifier, RacePlan, gate
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
+from ratiotune.core.stats import describe, format_interval, format_share, predict_mean
+from ratiotune.core.study import SEED_KEY, TEST_KEY, Study, write_study
 
 RACE_DIR = "race"
 SUMMARY_FILE = "summary.json"
@@ -76,7 +76,7 @@ def summary_range(summary: dict[str, Any]) -> tuple[float, float] | None:
     plug-ins (length-ratio only) have none: that task's table answers."""
     if "honest_range" in summary:
         return tuple(summary["honest_range"]) if summary["honest_range"] else None
-    from ratiotune.metrics import MetricTable
+    from ratiotune.core.metrics import MetricTable
     from ratiotune.tasks.length_ratio import make_task
 
     return MetricTable(make_task()).value_range(summary["honest_metric"])
@@ -145,7 +145,7 @@ def run_round(
     """
     from ray import tune
 
-    from ratiotune.search import make_trainable, seed_runs_config
+    from ratiotune.search.launch import make_trainable, seed_runs_config
 
     if (folder / ROUND_FILE).is_file():
         return load_experiment(folder)

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from ratiotune.optuna_study import OPTUNA_FILE, open_storage, read_record
-from ratiotune.study import StudyError
+from ratiotune.search.optuna_study import OPTUNA_FILE, open_storage, read_record
+from ratiotune.core.study import StudyError
 
 
 class QuietHandler(WSGIRequestHandler):

@@ -1,0 +1,2 @@
+"""The results layer: reports, plots, DataFrames for your own analysis and the Optuna dashboard.
+Imports search/, training/, core/ and tasks/."""

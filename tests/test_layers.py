@@ -1,0 +1,71 @@
+"""The package's layers import one way: tasks <- core <- training <- search <- results <- cli.
+
+docs/development.md states the rule; this test reads every module's imports (the ones inside
+functions too, which is where the lazy heavy imports live) and names any that runs back up.
+"""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ratiotune"
+# Lowest first: a module may import its own layer and the ones before it, never one after.
+LAYERS = ["tasks", "core", "training", "search", "results"]
+TOP_LEVEL = {"__init__.py", "__main__.py", "cli.py"}  # the command line: above every layer
+DATA = "data"  # prompt files; its empty __init__.py lets importlib.resources find them
+
+
+def rank(parts: tuple[str, ...]) -> int:
+    """The layer rank of a module given by its dotted parts after `ratiotune`."""
+    if parts and parts[0] in LAYERS:
+        return LAYERS.index(parts[0])
+    return len(LAYERS)
+
+
+def imported(source: str) -> list[tuple[int, tuple[str, ...]]]:
+    """(line, dotted parts after `ratiotune`) for every ratiotune import in a module's source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from ratiotune import cli` names a module; `from ratiotune.core import study` too.
+            names = [node.module] if node.module != "ratiotune" else [f"ratiotune.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "ratiotune":
+                found.append((node.lineno, tuple(parts[1:])))
+    return found
+
+
+def upward_imports(path: Path, source: str) -> list[str]:
+    relative = path.relative_to(PACKAGE).parts
+    own = rank(relative) if len(relative) > 1 else len(LAYERS)
+    return [f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
+            for line, parts in imported(source) if rank(parts) > own]
+
+
+def test_no_module_imports_a_higher_layer():
+    modules = sorted(PACKAGE.rglob("*.py"))
+    assert len(modules) > 30  # the walk found the package
+    problems = [p for path in modules for p in upward_imports(path, path.read_text())]
+    assert problems == []
+
+
+def test_every_module_lives_in_a_layer():
+    top = {path.name for path in PACKAGE.glob("*.py")}
+    assert top == TOP_LEVEL
+    folders = {path.parent.relative_to(PACKAGE).parts[0] for path in PACKAGE.rglob("*.py")
+               if path.parent != PACKAGE}
+    assert folders == set(LAYERS) | {DATA}
+    assert (PACKAGE / DATA / "__init__.py").read_text().strip() == ""
+
+
+def test_the_check_catches_an_upward_import():
+    # The rule can fail: a core module importing the search layer, lazily inside a function.
+    source = "def f():\n    from ratiotune.search import race\n    import ratiotune.results.report\n"
+    problems = upward_imports(PACKAGE / "core" / "example.py", source)
+    assert problems == ["core/example.py:2 imports ratiotune.search",
+                        "core/example.py:3 imports ratiotune.results.report"]
+    # ... and lets a downward one through.
+    assert upward_imports(PACKAGE / "search" / "example.py", "from ratiotune.core import study\n") == []
