@@ -270,6 +270,12 @@ def test_every_study_field_has_a_description_and_fields_lists_them():
     assert "search.scheduler.grace_period  (int, default 2)" in result.stdout
     assert "  train.epochs  (" not in result.stdout and "  search.num_samples  (" not in result.stdout
 
+    # search.metric's values depend on the task: each builtin task's are listed under the field.
+    result = run_cli("fields", "search.metric")
+    assert result.returncode == 0, result.stderr
+    assert "length-ratio:  train/mean_reward (max), train/in_range_fraction (max)" in result.stdout
+    assert "headline-expansion:" in result.stdout and "eval/coverage (max)" in result.stdout
+
     result = run_cli("fields", "serch")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "'serch'" in result.stderr and "search" in result.stderr

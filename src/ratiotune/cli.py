@@ -141,7 +141,21 @@ def cmd_fields(args: argparse.Namespace) -> int:
             print(f"\n{name}:  {description}")
             continue
         print(f"  {name}  ({kind}{', default ' + default if default else ''})\n      {description}")
+    if any(name == "search.metric" for name, *_ in rows):
+        print_task_metrics()
     return 0
+
+
+def print_task_metrics() -> None:
+    """What search.metric may name, per builtin task: the values depend on the task, not the schema."""
+    from ratiotune.core.metrics import MetricTable
+    from ratiotune.tasks import BUILTIN_TASKS, load_task
+
+    print("\nsearch.metric, by builtin task (one's own task: its Task.metrics, after train/ or eval/):")
+    for name in BUILTIN_TASKS:
+        table = MetricTable(load_task(name))
+        names = [f"{m} ({table.better(m)})" if table.better(m) else m for m in table.selectable]
+        print(f"  {name}:  {', '.join(names)}")
 
 
 def add_set_flag(parser: argparse.ArgumentParser) -> None:

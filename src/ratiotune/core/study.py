@@ -259,7 +259,8 @@ class SchedulerSpec(Strict):
 class SearchSpec(Strict):
     metric: str = Field(
         "eval/in_range_fraction",
-        description="What a trial is judged by, every epoch; the search optimises its trailing mean (objective_window).",
+        description="What a trial is judged by, every epoch; the search optimises its trailing mean (objective_window). "
+        "One of the task's metrics: `ratiotune fields search.metric` lists each builtin task's.",
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a larger metric is better (max) or a smaller one (min).")
     objective_window: int = Field(
