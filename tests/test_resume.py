@@ -433,3 +433,29 @@ def test_resume_refuses_a_folder_that_is_not_an_experiment(tmp_path, capsys):
 
     assert main(["resume", str(tmp_path)]) == 2
     assert "not a ratiotune experiment" in capsys.readouterr().err
+
+
+def test_resume_of_another_layouts_experiment_is_one_line(tmp_path, monkeypatch):
+    """Ray's pickles name ratiotune's modules: a folder written before the layout by layer names
+    ones this ratiotune lacks. The answer is a StudyError (one line, exit 2), not a traceback."""
+    from ray import tune
+
+    from ratiotune.core.study import StudyError
+    from ratiotune.search import resume
+
+    def restore(path, **kwargs):
+        raise ModuleNotFoundError("No module named 'ratiotune.optuna_study'", name="ratiotune.optuna_study")
+
+    monkeypatch.setattr(tune.Tuner, "can_restore", staticmethod(lambda path: True))
+    monkeypatch.setattr(tune.Tuner, "restore", staticmethod(restore))
+    study = validate_study({"name": "old", "train": {"epochs": 1}})
+    with pytest.raises(StudyError, match=r"names ratiotune\.optuna_study, which this ratiotune lacks"):
+        resume.restore_tuner(study, tmp_path, retry_errored=True)
+
+    # Any other missing module is not ours to explain: it propagates as it is.
+    def restore_other(path, **kwargs):
+        raise ModuleNotFoundError("No module named 'my_task'", name="my_task")
+
+    monkeypatch.setattr(tune.Tuner, "restore", staticmethod(restore_other))
+    with pytest.raises(ModuleNotFoundError):
+        resume.restore_tuner(study, tmp_path, retry_errored=True)

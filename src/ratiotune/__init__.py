@@ -4,7 +4,7 @@
 docs/development.md shows the layers: tasks/, core/, training/, search/, results/, then cli.py.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str):

@@ -85,19 +85,27 @@ def restore_tuner(study: Study, experiment_dir: Path, *, retry_errored: bool):
     """
     from ray import tune
 
+    from ratiotune.core.study import StudyError
     from ratiotune.search.launch import make_trainable
 
     if not tune.Tuner.can_restore(str(experiment_dir)):
-        from ratiotune.core.study import StudyError
-
         raise StudyError(f"{experiment_dir}: no Ray experiment state to resume from (the study never started a trial?)")
-    return tune.Tuner.restore(
-        str(experiment_dir),
-        trainable=make_trainable(study),
-        resume_unfinished=True,
-        resume_errored=retry_errored,
-        restart_errored=False,
-    )
+    try:
+        return tune.Tuner.restore(
+            str(experiment_dir),
+            trainable=make_trainable(study),
+            resume_unfinished=True,
+            resume_errored=retry_errored,
+            restart_errored=False,
+        )
+    except ModuleNotFoundError as exc:
+        # Ray's pickles name ratiotune's modules; the layout by layer (0.2) moved them all.
+        if not (exc.name or "").startswith("ratiotune."):
+            raise
+        raise StudyError(
+            f"{experiment_dir}: its Ray state was written by another ratiotune layout (it names {exc.name}, which this "
+            "ratiotune lacks); resume it with the version in its provenance.json. `best`, `report` and `retrain` read it as is"
+        ) from None
 
 
 def prune_checkpoints(experiment: Experiment, keep_best_trials: int | None) -> int:
