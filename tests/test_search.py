@@ -144,6 +144,9 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     this one (trainable.checkpoint_staging_dir). Ray's own log goes to ray.log instead."""
     output = experiment["stdout"] + experiment["stderr"]
     assert "Traceback" not in output and "ERROR" not in output and "WARNING" not in output, output
+    # Nor a line of Ray's C++ log ("[2026-12-05 06:49:04,731 E 4595 4595] core_worker.cc:2465: Actor with class
+    # name: '_WandbLoggingActor' ..." reached the terminal under --wandb: search/wandb_logger.py).
+    assert not re.search(r"^\[[\d-]+ [\d:,]+ [DIWEF] \d+ \d+\]", output, re.M), output
     assert "== Status ==" not in output and "Trial status" not in output, output
     lines = output.splitlines()
     assert len(lines) < 70, output  # 233 before (stdout + stderr)

@@ -231,10 +231,10 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
 
     callbacks = [*trial_loggers(), SearchProgress(study)]
     if wandb is not None:
-        from ray.air.integrations.wandb import WandbLoggerCallback
+        from ratiotune.search.wandb_logger import WandbLogger
 
         callbacks.append(
-            WandbLoggerCallback(
+            WandbLogger(
                 project=wandb.project,
                 entity=wandb.entity,
                 group=name,
