@@ -195,7 +195,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     study = check_launch(load_study(args.study, overrides))
     check_race_budget(study)
     from ratiotune.training import memory
-    from ratiotune.search import optuna_study, launch as search
+    from ratiotune.search import optuna_study, launch
     from ratiotune.core import storage
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
@@ -219,7 +219,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         start_ray(args.address, log_file)
         # The cluster's nodes, not this machine's: a trial must fit on one node.
-        search.check_resources(study, search.largest_node_gpus())
+        launch.check_resources(study, launch.largest_node_gpus())
         report, _ = memory.launch_report(study)
     except StudyError:
         # Nothing started: leave no folder that holds only ray.log (a retry with the same name would be refused).
@@ -234,7 +234,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         experiment_dir = Path(experiment_dir)
         provenance.write(experiment_dir, args.argv)
     wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
-    return run_to_end(search.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
+    return run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
 
 
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
@@ -432,7 +432,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     experiment = load_experiment(Path(args.experiment).expanduser().resolve())
     experiment_dir, study = experiment.directory, experiment.study
 
-    from ratiotune.search import resume, launch as search
+    from ratiotune.search import resume, launch
     from ratiotune.search.progress import header
 
     if resume.is_finished(experiment_dir):
@@ -446,7 +446,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         log_file = ray_log_file(experiment_dir, args.verbose)
         print(f"{experiment_dir}: the search has finished; continuing its race")
         start_ray(args.address, log_file)
-        search.check_resources(study, search.largest_node_gpus())
+        launch.check_resources(study, launch.largest_node_gpus())
         provenance.append_resume(experiment_dir, args.argv)
         return run_race(experiment)
     # The prompts come from the experiment's own prompts/ folder, the model from study.yaml.
@@ -455,7 +455,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     print("\n".join(header(study, str(experiment_dir / STUDY_FILE), experiment_dir, log_file)), flush=True)
     print(f"resuming: {len(experiment.trials)} of {study.search.num_samples} trials started before", flush=True)
     start_ray(args.address, log_file)
-    search.check_resources(study, search.largest_node_gpus())
+    launch.check_resources(study, launch.largest_node_gpus())
     provenance.append_resume(experiment_dir, args.argv)
     tuner = resume.restore_tuner(study, experiment_dir, retry_errored=not args.skip_errored)
     return run_to_end(tuner, study, experiment_dir)

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from ratiotune.core.model_names import BUILTIN_MODELS, model_problem
 from ratiotune.tasks import BUILTIN_TASKS, Task, TaskLoadError, entry_file, load_task
-from ratiotune.tasks.records import RecordsError, canonical, is_plain_prompt, load_records, missing_field, split_source
+from ratiotune.tasks.records import canonical, is_plain_prompt, load_records, missing_field, split_source
 
 # Where a folder (experiment, retrain runs, final/, a train run) keeps the study's prompt records.
 PROMPTS_DIR = "prompts"
