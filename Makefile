@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 # A real search and its race (studies/demo.yaml): 118 CPU-seconds in all processes (driver, Ray,
-# trials), 67 lines of output; the target is under 2 minutes on 2 idle cores (README says how it
+# trials), 81 lines of output (2026-12-05); the target is under 2 minutes on 2 idle cores (README says how it
 # was measured). The smoke study is the same task at a size that learns the reward.
 demo: install
 	WANDB_MODE=offline $(BIN)/ratiotune search studies/demo.yaml --storage results --name $(DEMO)
