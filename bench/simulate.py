@@ -290,7 +290,8 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
         confirm(more)
         (recommend, _), extended = decide(), True
     return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
-            "seeds_used": used + len(seeds), "recommend": recommend, "plan": plan, "extended": extended}
+            "seeds_used": used + len(seeds), "recommend": recommend, "plan": plan, "extended": extended,
+            "collapse_share": sum(collapsed) / len(collapsed) if collapsed else 0.0}
 
 
 def gate_rule(rule: str, values: list[float], base: list[float] | None, collapsed: list[bool], max_collapse_share: float) -> bool:
@@ -333,6 +334,8 @@ def gate_rule(rule: str, values: list[float], base: list[float] | None, collapse
         return float(np.quantile(means, 0.05)) > 0 and collapse_ok
     if rule == "mean":
         return mean > 0  # no test at all: what the gate's protection costs, the other way round
+    if rule == "mean-collapse":
+        return mean > 0 and collapse_ok  # ahead on the mean, and the shipped collapse bound
     raise ValueError(f"unknown gate rule {rule!r}")
 
 
@@ -433,6 +436,10 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
             news = [table.run(shipped, s).test for s in unused]
             record["pi_covers_new_run"] = statistics.fmean(interval[0] <= v <= interval[1] for v in news) if news else None
         record["raced_winner"] = result["winner"]
+        if not passed and not record.get("refused"):
+            # Why the gate kept the baseline: the winner collapsed too often, or its margin fell short.
+            record["refused_for"] = "collapse" if result["collapse_share"] > study.race.max_collapse_share else "margin"
+            record["refused_winner_true"] = table.true_value(result["winner"])
         record["extended"] = result.get("extended", False)
     true = table.true_value(shipped)
     record.update({
@@ -521,6 +528,18 @@ def designs(budget: int) -> list[Design]:
         *gate_designs(),
         # Seeds as instances during the search: trial i trains on seed i mod k.
         Design("tpe-start3-seeds2", ("search.startup_trials=3",), search_seeds=2),
+        # More of the budget to the search, the shipped race and gate on the rest.
+        *[Design(f"shipped-{n}-share{round(share * 100)}", (f"search.num_samples={n}", f"search.startup_trials={start}"),
+                 as_shipped=True, race_defaults=(("max_share", share),),
+                 note=f"the shipped pipeline with {n} samples (TPE start-up {start}) and the race's share {share:g}")
+          for n, start, share in ((12, 4, 0.55), (12, 4, 0.5), (16, 5, 0.45), (16, 5, 0.4), (20, 5, 0.35), (24, 6, 0.3))],
+        # Ahead on the mean (and the collapse bound) ships: the budget split again under that gate.
+        *[Design(f"mean-{n}-share{round(share * 100)}{tag}", (f"search.num_samples={n}", f"search.startup_trials={start}", *extra),
+                 as_shipped=True, gate="mean-collapse", race_defaults=(("max_share", share),),
+                 note=f"{n} samples (TPE start-up {start}), the race's share {share:g}; the winner ships when it is ahead of the "
+                 f"baseline on the mean of the paired seeds and collapsed on at most a third{note}")
+          for n, start, share in ((8, 3, 0.65), (12, 4, 0.5), (16, 5, 0.4), (20, 5, 0.35))
+          for tag, extra, note in (("", (), ""), ("@mid", MID_BASELINE, "; baseline lr 4e-4 / 4 / 16 (0.268)"))],
         # Everything to the search.
         Design("tpe-20-start5-norace", ("search.num_samples=20", "search.startup_trials=5", "race.enabled=false"),
                pick="objective", note="20 samples, no race: the best objective ships"),
@@ -635,6 +654,19 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def refusal_line(name: str, records: list[dict[str, Any]], baseline_value: float | None) -> str:
+    """Why a design's gate kept the baseline, and what the refused winners were worth."""
+    refused = [r for r in records if r.get("refused_for")]
+    if not refused:
+        return f"{name}: the gate kept the baseline in 0 of {len(records)} studies"
+    worth = [r["refused_winner_true"] for r in refused]
+    above = "" if baseline_value is None else f", above the baseline's {baseline_value:.3f} in {np.mean(np.array(worth) > baseline_value):.0%}"
+    return (f"{name}: the gate kept the baseline in {len(refused)} of {len(records)} studies: "
+            f"{sum(r['refused_for'] == 'collapse' for r in refused)} for the collapse bound, "
+            f"{sum(r['refused_for'] == 'margin' for r in refused)} for the margin's bound; "
+            f"the refused winners' true value median {statistics.median(worth):.3f}{above}")
+
+
 def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
@@ -720,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--designs", help="comma-separated design names, or 'all' (default: COMPARED)")
     parser.add_argument("--out", type=Path, default=OUT, help="output prefix: .md and .csv")
     parser.add_argument("--plot", type=Path, default=PLOT)
+    parser.add_argument("--refusals", action="store_true",
+                        help="only print why each design's gate kept the baseline (no files written)")
     args = parser.parse_args(argv)
     table = load_table(args.table)
     started = time.perf_counter()
@@ -729,6 +763,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in chosen if n not in catalogue]
     if unknown:
         parser.error(f"--designs: unknown {', '.join(unknown)}; allowed: {', '.join(catalogue)}")
+    if args.refusals:
+        for name in chosen:
+            study = design_study(catalogue[name], 0)
+            baseline = study.baseline()
+            value = table.true_value(table.point(study.hyperparameters(baseline))) if baseline else None
+            print(refusal_line(name, simulate_design(catalogue[name], table, args.studies), value), flush=True)
+        return 0
     results = {}
     for name in chosen:
         t0 = time.perf_counter()

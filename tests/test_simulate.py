@@ -154,6 +154,28 @@ def test_the_gate_ships_the_baseline_when_no_challenger_is_shown_better(sim, tmp
     for seed in range(3):
         record = sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed)
         assert record["passed_gate"] is False and record["shipped"] == (1e-4, 8, 32)  # the baseline's grid point
+        # Nothing collapsed: the margin's bound kept the baseline, against a winner worth the same.
+        assert record["refused_for"] == "margin" and record["refused_winner_true"] == pytest.approx(0.3)
+
+
+def test_why_the_gate_kept_the_baseline_is_counted(sim, tmp_path):
+    """Challengers that learn in the search but end at 0 on every test run are refused for the collapse
+    bound, and --refusals' line counts them apart from the margin's refusals."""
+    path = write_table(tmp_path / "t.csv", seeds=range(10))
+    rows = path.read_text().splitlines()
+    out = [rows[0]]
+    for row in rows[1:]:
+        cells = row.split(",")
+        # lr 1e-3 (the search's top: higher eval levels) ends at 0 on the test prompts; lr 1e-4, the baseline's, does not.
+        if float(cells[0]) == 1e-3:
+            cells[16], cells[17] = "0.0000", "1"  # test figure 0, collapsed
+        out.append(",".join(cells))
+    path.write_text("\n".join(out) + "\n")
+    table = sim.load_table(path)
+    records = [sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed) for seed in range(3)]
+    assert all(r["refused_for"] == "collapse" and r["shipped"] == (1e-4, 8, 32) for r in records), records
+    line = sim.refusal_line("shipped", records, table.true_value((1e-4, 8, 32)))
+    assert "kept the baseline in 3 of 3 studies: 3 for the collapse bound, 0 for the margin's bound" in line
 
 
 def test_random_search_at_equal_compute_runs_full_length_trials(sim, tmp_path):
