@@ -201,7 +201,7 @@ def simulate_search(study, table: Table, trial_seed) -> list[SimTrial]:
 
 
 def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table, fresh_seed, search_epochs: int,
-             rule: str | None = None, extend: int | None = None) -> dict[str, Any]:
+             rule: str | None = None, extend: int | None = None, fallback: int | None = None) -> dict[str, Any]:
     """The race as race.py runs it, on the table: intensify.plan fits it to race.max_share of the
     study's trial-epochs (the search counted as it really ran), intensify.Intensifier picks the
     winner against the baseline on paired fresh seeds (the objective at the final epoch, a diverged
@@ -211,7 +211,9 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
     ranked: the search's clean trials, best objective first; baseline: its four values (None: none).
     fresh_seed(j): the j-th fresh seed. rule: a candidate gate (gate_rule) instead of intensify.gate;
     extend: paired seeds added for a second look when the first refused a winner ahead on the mean
-    (None: race.second_look_seeds, as race.py does).
+    (None: race.second_look_seeds, as race.py does). fallback: when the gate refuses a winner for the
+    collapse bound, up to this many next-best search configs are confirmed on the same paired seeds
+    (the baseline's runs reused) and gated in turn (None: race.fallbacks, as race.py does).
     """
     from ratiotune.core.intensify import Intensifier, PlanError, gate
     from ratiotune.core.objective import trailing_mean
@@ -229,6 +231,7 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
     except PlanError:
         # race.py refuses the race (numbers set in the study that cannot fit): nothing is recommended.
         return {"refused": True}
+    runners_up = challengers[plan.challengers:]  # the fallback's candidates, best objective first
     challengers = challengers[: plan.challengers]
     # Names: one per contender; two search configs may share a grid point (they are raced apart).
     keys = {f"c{i}": key for i, key in enumerate(challengers)}
@@ -289,6 +292,25 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
         seeds = seeds + more
         confirm(more)
         (recommend, _), extended = decide(), True
+    tried = {keys[winner]}
+    for k in range(spec.fallbacks if fallback is None else fallback):
+        collapse = sum(collapsed) / len(collapsed) if collapsed else 0.0
+        if recommend or base is None or winner == "baseline" or collapse <= spec.max_collapse_share:
+            break
+        candidates = [key for key in runners_up if key not in tried]
+        if not candidates:
+            break
+        winner = f"f{k}"
+        keys[winner] = candidates[0]
+        tried.add(candidates[0])
+        runs_before = runs
+        values.clear()
+        collapsed.clear()
+        fallback_runs = [table.run(keys[winner], s) for s in seeds]  # the same paired seeds
+        values.extend(r.test for r in fallback_runs)
+        collapsed.extend(r.collapsed for r in fallback_runs)
+        runs = runs_before + len(seeds)
+        recommend, _ = decide()
     return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
             "seeds_used": used + len(seeds), "recommend": recommend, "plan": plan, "extended": extended,
             "collapse_share": sum(collapsed) / len(collapsed) if collapsed else 0.0}
@@ -360,6 +382,9 @@ class Design:
     as_shipped: bool = False  # smoke.yaml exactly as it is in the repository (its search settings included)
     gate: str | None = None  # a candidate gate rule (gate_rule); None: intensify.gate as shipped
     extend: int = 0  # confirmation seeds added for a second look (0: one look)
+    # Runner-ups confirmed when the winner is refused for the collapse bound (run_race); None: the
+    # study's race.fallbacks with the shipped gate, 0 with a candidate gate (as they were measured).
+    fallback: int | None = None
     note: str = ""
 
 
@@ -412,7 +437,8 @@ def simulate_study(design: Design, table: Table, study_seed: int) -> dict[str, A
         ranked = sorted(clean, key=lambda t: -t.objective)
         result = run_race(study, ranked, study.hyperparameters(baseline) if baseline else None, table,
                           lambda j: seed_at(first_fresh + j), search_epochs, rule=design.gate,
-                          extend=design.extend if design.gate else None)
+                          extend=design.extend if design.gate else None,
+                          fallback=design.fallback if design.fallback is not None or not design.gate else 0)
         if result.get("refused"):
             record["refused"] = True
             result = {"recommend": False, "winner": baseline_key, "values": [], "baseline_values": [], "runs": 0,
@@ -540,6 +566,11 @@ def designs(budget: int) -> list[Design]:
                  f"baseline on the mean of the paired seeds and collapsed on at most a third{note}")
           for n, start, share in ((8, 3, 0.65), (12, 4, 0.5), (16, 5, 0.4), (20, 5, 0.35))
           for tag, extra, note in (("", (), ""), ("@mid", MID_BASELINE, "; baseline lr 4e-4 / 4 / 16 (0.268)"))],
+        # When the winner collapses, the runner-up (by search objective) is confirmed on the same seeds.
+        *[Design(f"shipped-fallback{k}{tag}", extra, as_shipped=True, fallback=k,
+                 note=f"the shipped pipeline; a winner refused for the collapse bound hands over to up to {k} runner-up(s), "
+                 f"confirmed on the same paired seeds{note}")
+          for k in (0, 1, 2, 3) for tag, extra, note in (("", (), ""), ("@mid", MID_BASELINE, "; baseline lr 4e-4 / 4 / 16 (0.268)"))],
         # Everything to the search.
         Design("tpe-20-start5-norace", ("search.num_samples=20", "search.startup_trials=5", "race.enabled=false"),
                pick="objective", note="20 samples, no race: the best objective ships"),

@@ -168,13 +168,14 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
 # --------------------------------------------------------------------------- race() with a fake trainer
 
 
-def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object]) -> tuple[dict, list[list[dict]]]:
-    """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value."""
+def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object], **race: object) -> tuple[dict, list[list[dict]]]:
+    """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value.
+    The search ranked trial_good (0.6), trial_mid (0.5), trial_bad (0.4); `race` overrides race: keys."""
     import ratiotune.search.race as race_module
     from ratiotune.core.experiment import Experiment
     from ratiotune.core.study import TEST_KEY
 
-    tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95}
+    tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95, **race}
     study = validate_study(tiny_study)
     lrs = {"baseline": 1e-3, "trial_good": 3e-3, "trial_mid": 5e-3, "trial_bad": 8e-3}
     search = [TrialResult(name, tmp_path, {"learning_rate": lr},
@@ -246,3 +247,37 @@ def test_race_that_keeps_the_baseline_confirms_the_best_challenger_beside_it(tin
     assert summary["winner"]["search_trial"] == "trial_good"  # the best challenger by race mean, shown beside it
     assert not summary["gate"]["recommend"] and summary["recommended"]["which"] == "baseline"
     assert verdict(summary).startswith("not confirmed: the baseline stands")
+
+
+def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config(tiny_study, tmp_path, monkeypatch):
+    # top_k 1: only trial_good races. It ends at 0 on every confirmation seed (collapsed 6 of 6), so
+    # the gate refuses it for the collapse bound; trial_mid, the search's next config, trains on the
+    # same six seeds (the baseline's runs reused) and is confirmed.
+    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.0 if s >= 9 else 0.6,
+             "trial_mid": lambda s: 0.5, "trial_bad": lambda s: 0.4}
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1)
+    fallback = asked[-1]
+    assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in fallback) == [(2, s) for s in range(9, 15)]  # no baseline runs
+    assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good"]
+    assert summary["fallbacks"][0]["collapse"] == {"collapsed": 6, "n": 6}
+    assert summary["winner"]["search_trial"] == "trial_mid" and summary["gate"]["recommend"]
+    assert summary["recommended"]["which"] == "winner"
+    assert summary["recommended"]["hyperparameters"]["learning_rate"] == pytest.approx(5e-3)
+    assert [s["search_trial"] for s in summary["survivors"]] == ["trial_mid"]  # retrain's candidates: not trial_good
+    lines = headline(summary)
+    assert lines[0].startswith("confirmed: lr 0.005") and lines[2].startswith("passed over (1): lr 0.003: mean 0.000, collapsed 6 of 6")
+    assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
+
+
+def test_the_fallback_stops_after_race_fallbacks_configs_and_the_baseline_stands(tiny_study, tmp_path, monkeypatch):
+    collapsing = lambda s: 0.0 if s >= 9 else 0.6  # noqa: E731  (learns on the selection's seeds, collapses after)
+    table = {"baseline": lambda s: 0.2, "trial_good": collapsing, "trial_mid": collapsing, "trial_bad": collapsing}
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1)
+    assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good", "trial_mid"]  # race.fallbacks: 2
+    assert summary["winner"]["search_trial"] == "trial_bad" and not summary["gate"]["recommend"]
+    assert summary["recommended"]["which"] == "baseline"
+    assert verdict(summary).startswith("not confirmed: the baseline stands")
+
+    summary, asked = fake_race(tiny_study, tmp_path / "none", monkeypatch, table, top_k=1, fallbacks=0)
+    assert summary["fallbacks"] == [] and summary["winner"]["search_trial"] == "trial_good"
+    assert summary["recommended"]["which"] == "baseline"

@@ -446,6 +446,15 @@ class RaceSpec(Strict):
         "baseline train on this many more paired seeds and the gate decides on all of them (0: one look). "
         "Extra compute, outside max_share's plan.",
     )
+    fallbacks: int = Field(
+        # On 600 simulated smoke studies (bench/simulate.py) 185 of the gate's 215 refusals were for the
+        # collapse bound, against winners worth more than the baseline in 89%; handing over to up to 2
+        # runner-ups took refusals from 36% to 14% and the shipped value's low quartile from 0.097 to 0.250.
+        2, ge=0,
+        description="When the gate refuses the winner for its collapses, up to this many next configs of the search "
+        "(by search/objective, ones that did not race) train on the same paired seeds, each gated in turn; the "
+        "baseline's runs are reused. Extra compute, outside max_share's plan (0: the baseline stands at once).",
+    )
     test_samples_factor: int = Field(
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )

@@ -21,7 +21,10 @@ learning rates collapses to 0. The race runs in two steps; the rules live in int
    lower bound of its paired margin over the baseline is > 0 and its collapse share is at most
    race.max_collapse_share; when that falls short but the winner leads on the mean, both train
    on race.second_look_seeds more paired seeds (round confirm-2) and the gate decides on all of
-   them; otherwise "not confirmed: the baseline stands". The confirmation
+   them. A winner refused for its collapses hands over to the search's next config (one that did
+   not race), trained on the same paired seeds beside the baseline's runs and gated in turn, up
+   to race.fallbacks configs (round fallback-1, ...); otherwise "not confirmed: the baseline
+   stands". The confirmation
    runs keep their final agents: those are what the figure describes, and what `best` names.
 
 Each round is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ...,
@@ -289,10 +292,46 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
         seeds = [*seeds, *extra]
         summary = summarize(study, field, winner, confirm, confirmation, policy, plan, test_pairs, worst, seeds)
         summary["gate"]["looks"] = 2
+    # 3. Fallback: a winner refused for its collapses hands over to the search's next configs, each
+    # trained on the same paired seeds (the baseline's runs reused) and gated in turn.
+    refused: list[dict[str, Any]] = []
+    runners_up = [c for c in contenders(experiment, top_k=len(field) + study.race.fallbacks) if c.name not in names]
+    while refused_for_collapse(summary, study) and has_baseline and len(refused) < study.race.fallbacks and runners_up:
+        refused.append(refusal(summary))
+        field.append(runners_up.pop(0))
+        names.append(field[-1].name)
+        winner = len(field) - 1
+        confirm = [winner, 0]
+        log(f"race fallback {len(refused)}: {summary['gate']['reason']}; the search's next config "
+            f"({config_text(field[winner].config)}) x the same {len(seeds)} seeds {seeds}")
+        planned = [{CONTENDER_KEY: winner, SEED_KEY: s, TEST_KEY: test_pairs} for s in seeds]
+        runs = run_round(study, folder / f"fallback-{len(refused)}", planned, field).trials
+        confirmation = [*confirmation, *runs]
+        summary = summarize(study, field, winner, confirm, confirmation, policy, plan, test_pairs, worst, seeds)
+    summary["fallbacks"] = refused
+    if refused:  # `retrain --top-k`'s candidates: not the configs passed over for their collapses
+        passed = {r["search_trial"] for r in refused}
+        summary["survivors"] = [s for s in summary["survivors"] if s["search_trial"] not in passed] or [
+            {"search_trial": summary["winner"]["search_trial"], "config": summary["winner"]["config"]}]
     summary["compute"] = compute(experiment, [*all_runs, *confirmation])
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     (folder / "summary.md").write_text(summary_markdown(summary))
     return summary
+
+
+def refused_for_collapse(summary: dict[str, Any], study: Study) -> bool:
+    """The gate kept the baseline because the winner (a challenger) collapsed too often."""
+    collapse = summary["gate"].get("collapse") or {}
+    share = collapse.get("share")
+    return (not summary["gate"]["recommend"] and not summary["race_kept_baseline"]
+            and share is not None and share > study.race.max_collapse_share)
+
+
+def refusal(summary: dict[str, Any]) -> dict[str, Any]:
+    """What `best` says of a winner the fallback passed over."""
+    w = summary["winner"]
+    return {"search_trial": w["search_trial"], "config": w["config"], "stats": w["stats"],
+            "collapse": w["collapse"], "reason": summary["gate"]["reason"]}
 
 
 class RaceError(Exception):
@@ -460,6 +499,11 @@ def headline(summary: dict[str, Any]) -> list[str]:
     where = (f"final epoch {protocol['epoch']}, {protocol['prompts']}, {protocol['samples_per_prompt']} pairs/prompt, "
              f"seeds {', '.join(map(str, summary['seeds']['confirmation']))}")
     lines = [verdict(summary), f"{metric} on fresh seeds ({where}); diverged runs score the worst value and count in n:"]
+    for number, passed in enumerate(summary.get("fallbacks", []), start=1):
+        # A winner refused for its collapses; the search's next config took its place on the same seeds.
+        collapse = passed["collapse"]
+        lines.append(f"passed over ({number}): {config_text(passed['config'])}: mean {passed['stats']['mean']:.3f}, "
+                     f"{format_share(collapse['collapsed'], collapse['n'])}; the search's next config raced in its place")
 
     def config_lines(label: str, entry: dict[str, Any]) -> list[str]:
         values = ", ".join("diverged" if s["value"] is None else f"{s['value']:.3f}" for s in entry["per_seed"])
