@@ -637,14 +637,18 @@ def gate_designs() -> list[Design]:
 # What `bench/simulate.py` compares by default (docs/search-quality.md); the rest of the catalogue
 # (and gp-start3: ~2 s a study for the GP fit) with --designs.
 COMPARED = (
-    "shipped", "shipped-look3", "shipped-collapse0.25", "shipped-collapse1", "gate-t95", "smoke-before", "random", "random-objective",
+    # The fallback (race.fallbacks, shipped 2): 0 is the pipeline before it.
+    "shipped", "shipped-fallback0", "shipped-fallback1", "shipped-fallback3", "shipped@mid", "shipped-fallback0@mid",
+    # Budget split and gate, again (2026-12-05): more search / smaller race; ahead on the mean ships.
+    "shipped-12-share55", "shipped-16-share40", "shipped-20-share35", "mean-20-share35",
+    "shipped-look3", "shipped-collapse0.25", "shipped-collapse1", "gate-t95", "smoke-before", "random", "random-objective",
     # Gates at the previous compute (race share 0.7, one look).
     "gate-t90", "gate-signflip", "gate-signflip10", "gate-two-part", "gate-bootstrap", "gate-mean",
     # A second look (4 more paired seeds when the first falls short but the winner leads on the mean).
     "gate-t95-extend4", "gate-t90-extend4", "gate-t90-extend2", "gate-signflip10-extend4", "gate-two-part-extend4",
     "gate-c4-t95-extend4", "gate-t90-extend4-share60",
     # The gate's stress test: a baseline worth 0.268 that is easy to lose to.
-    "shipped@mid", "shipped-look3@mid", "gate-t95@mid", "gate-t90@mid", "gate-signflip10@mid", "gate-two-part@mid", "gate-bootstrap@mid",
+    "shipped-look3@mid", "gate-t95@mid", "gate-t90@mid", "gate-signflip10@mid", "gate-two-part@mid", "gate-bootstrap@mid",
     "gate-mean@mid", "gate-t90-extend4@mid", "shipped-collapse0.25@mid", "shipped-collapse1@mid",
     # Samplers under the shipped race, and the bounds.
     "random-race", "qmc", "tpe-16-start5-mv", "tpe-20-start5-norace", "random-oracle", "tpe-16-start5-mv-oracle",
