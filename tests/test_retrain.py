@@ -177,6 +177,26 @@ def test_a_diverged_seed_counts_as_the_worst_value_and_a_retried_crash_counts(ti
     assert summary["winner"]["seed"] == 3
 
 
+def test_retrain_counts_a_final_figure_of_zero_as_a_collapse_as_the_race_does(tiny_study, tmp_path):
+    """A run whose test in-range fraction ends at 0.000 while its rewards do not (agent 2 too long:
+    exp(-distance) > 0) collapsed for a user; `retrain` printed 'collapsed 0 of 12' beside four such runs."""
+    from ratiotune.core.experiment import Experiment, TrialResult
+    from ratiotune.core.study import SEED_KEY
+    from ratiotune.search.retrain import RANK_KEY, Candidate, RetrainPlan, summarize
+
+    study = validate_study(tiny_study)
+
+    def run(seed, in_range, reward):
+        rows = [{"epoch": 1, "eval/in_range_fraction": 0.1},
+                {"epoch": 2, "eval/in_range_fraction": 0.2, "test/in_range_fraction": in_range, "test/mean_reward": reward}]
+        return TrialResult(f"rank1_seed{seed}", tmp_path, {RANK_KEY: 1, SEED_KEY: seed}, rows)
+
+    runs = Experiment(tmp_path, study, [run(1, 0.0, 0.368), run(2, 0.6, 0.9), run(3, 0.0, 0.0), run(4, 0.5, 0.8)])
+    candidate = Candidate(1, runs.trials[0], {"learning_rate": 1e-3}, {"eval/in_range_fraction": 0.9}, None)
+    plan = RetrainPlan(Experiment(tmp_path, study, []), study, [candidate], [1, 2, 3, 4], tmp_path / "out", False)
+    assert summarize(plan, runs)["winner"]["collapse"] == {"collapsed": 2, "n": 4}
+
+
 def test_best_without_a_race_says_its_figure_is_a_selection_figure(experiment):
     done = run_cli("best", str(experiment), timeout=120)
     assert done.returncode == 0, done.stderr

@@ -351,11 +351,6 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
     A diverged or errored run has value None, is scored `worst` in the statistics and counts in n.
     """
     metric = honest_metric(study.search.metric)
-    bounds = study.metrics().value_range(metric)
-    # The worst end of a bounded figure (0 for a share or a reward to maximise): a run that ends there
-    # learned nothing a user can use, however its rewards look.
-    figure_floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
-    reward_floor = study.metrics().collapsed_reward()
     per_seed = []
     for run in sorted((r for r in runs if r.config[CONTENDER_KEY] == index), key=lambda r: r.config[SEED_KEY]):
         last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
@@ -370,11 +365,7 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
                 "epoch": last.get("epoch"),
                 "value": None if diverged else float(value),
                 "scored": worst if diverged else float(value),
-                # Collapsed: the final test figure sits at its worst end (what `best` prints as
-                # 0.000), or every test reward sits at the reward's floor (length-ratio: agent 1 answers empty: the group baseline then
-                # has no signal and the run never recovers), or the run diverged.
-                "collapsed": diverged or last.get("test/mean_reward") == reward_floor
-                or (figure_floor is not None and float(value) == figure_floor),
+                "collapsed": diverged or ended_collapsed(study, float(value), last.get("test/mean_reward")),
                 "diverged": diverged,
                 # The final agents this figure describes (agent_0/, agent_1/ inside).
                 "agents": str(checkpoint) if checkpoint is not None and not diverged else None,
@@ -387,6 +378,17 @@ def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float) -
         "collapse": {"collapsed": collapsed, "n": len(per_seed)},
         "collapsed_fraction": collapsed / len(per_seed) if per_seed else None,
     }
+
+
+def ended_collapsed(study: Study, value: float | None, mean_reward: float | None) -> bool:
+    """A run's final test figure sits at its worst end (what `best` prints as 0.000: it learned
+    nothing a user can use, however its rewards look), or every test reward sits at the reward's
+    floor (length-ratio: agent 1 answers empty; the group baseline then has no signal and the run
+    never recovers). The race's gate and `retrain` count these (and diverged runs) as collapsed."""
+    bounds = study.metrics().value_range(honest_metric(study.search.metric))
+    figure_floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
+    return mean_reward == study.metrics().collapsed_reward() or (
+        figure_floor is not None and value is not None and value == figure_floor)
 
 
 def summarize(

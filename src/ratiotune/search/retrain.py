@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.search.race import honest_metric, load_summary, searched_values
+from ratiotune.search.race import ended_collapsed, honest_metric, load_summary, searched_values
 from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.core.stats import describe, format_interval, format_share
 from ratiotune.core.study import (
@@ -332,8 +332,9 @@ def summarize(plan: RetrainPlan, runs: Experiment, selection: Experiment | None 
         raise StudyError(f"every report run of the winner failed; see the trial logs under {plan.output / RUNS_DIR}")
     # The shipped run: best on the eval prompts (selection prompts), never on test.
     best_run = max(clean, key=lambda r: sign * r[metric])
-    floor = plan.study.metrics().collapsed_reward()
-    collapsed = sum(1 for r in winner["runs"] if r["error"] or r.get("test/mean_reward") == floor)
+    # As the race counts them: a failed run, or one that ended at its figure's worst end or the reward's floor.
+    collapsed = sum(1 for r in winner["runs"]
+                    if r["error"] or ended_collapsed(plan.study, r.get(honest), r.get("test/mean_reward")))
     return {
         "experiment": str(plan.experiment.directory.resolve()),
         "candidates_from": plan.source,
