@@ -172,10 +172,17 @@ def test_why_the_gate_kept_the_baseline_is_counted(sim, tmp_path):
         out.append(",".join(cells))
     path.write_text("\n".join(out) + "\n")
     table = sim.load_table(path)
-    records = [sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed) for seed in range(3)]
+    # Without the fallback (race.fallbacks 0) the collapsing winner's refusal is the verdict.
+    no_fallback = sim.Design("shipped-fallback0", as_shipped=True, fallback=0)
+    records = [sim.simulate_study(no_fallback, table, seed) for seed in range(3)]
     assert all(r["refused_for"] == "collapse" and r["shipped"] == (1e-4, 8, 32) for r in records), records
-    line = sim.refusal_line("shipped", records, table.true_value((1e-4, 8, 32)))
+    line = sim.refusal_line("shipped-fallback0", records, table.true_value((1e-4, 8, 32)))
     assert "kept the baseline in 3 of 3 studies: 3 for the collapse bound, 0 for the margin's bound" in line
+    # As shipped, the race hands over to the search's next configs: here lr 1e-4 ones that do not
+    # collapse but are no better than the baseline (the best lr 1e-4 point), so the baseline still ships.
+    records = [sim.simulate_study(sim.Design("shipped", as_shipped=True), table, seed) for seed in range(3)]
+    assert all(r["shipped"] == (1e-4, 8, 32) for r in records), records
+    assert any(r["raced_winner"][0] == 1e-4 and r["refused_for"] == "margin" for r in records), records
 
 
 def test_random_search_at_equal_compute_runs_full_length_trials(sim, tmp_path):
