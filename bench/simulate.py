@@ -303,13 +303,10 @@ def run_race(study, ranked: list[SimTrial], baseline: dict | None, table: Table,
         winner = f"f{k}"
         keys[winner] = candidates[0]
         tried.add(candidates[0])
-        runs_before = runs
-        values.clear()
-        collapsed.clear()
-        fallback_runs = [table.run(keys[winner], s) for s in seeds]  # the same paired seeds
-        values.extend(r.test for r in fallback_runs)
-        collapsed.extend(r.collapsed for r in fallback_runs)
-        runs = runs_before + len(seeds)
+        fallback_runs = [table.run(keys[winner], s) for s in seeds]  # the same paired seeds; the baseline's reused
+        values[:] = [r.test for r in fallback_runs]
+        collapsed[:] = [r.collapsed for r in fallback_runs]
+        runs += len(seeds)
         recommend, _ = decide()
     return {"winner": keys[winner], "values": values, "baseline_values": base, "seeds": seeds, "runs": runs,
             "seeds_used": used + len(seeds), "recommend": recommend, "plan": plan, "extended": extended,
