@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/smoke_table.py                       # the full grid (~1 h on 2 cores)
     .venv/bin/python bench/smoke_table.py --seeds 2 --lrs 3     # a small slice (minutes)
+    .venv/bin/python bench/smoke_table.py --seeds 20 --lr-min 1e-3   # more seeds where the designs ship
 
 The HPO field compares search designs on tables like this one (HPOBench, YAHPO Gym, LCBench;
 Syne Tune's simulated back end): train the grid once, then replay hundreds of studies against
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lrs", type=int, default=10, help="learning-rate grid points, log-spaced over 3e-5..1e-2")
     parser.add_argument("--seeds", type=int, default=8, help="seeds per config (0..N-1)")
+    parser.add_argument("--lr-min", type=float, default=0.0,
+                        help="train only grid points at or above this learning rate (extend the seeds where designs ship)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = json.loads(line)
                 done[key(run, run["seed"])] = run
     configs = grid(args.lrs)
-    jobs = [(c, s) for s in range(args.seeds) for c in configs if key(c, s) not in done]
+    jobs = [(c, s) for s in range(args.seeds) for c in configs if key(c, s) not in done and c["learning_rate"] >= args.lr_min]
     print(f"{len(configs)} configs x {args.seeds} seeds: {len(done)} runs done, {len(jobs)} to go", flush=True)
     start = time.time()
     with open(log_path, "a") as log, multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=20) as pool:
@@ -155,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/smoke_table.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "code_version": version,
         "grid": {"learning_rate": sorted({c["learning_rate"] for c in configs}), "num_generations": list(GENERATIONS),
-                 "max_new_tokens": list(TOKENS), "reward_scale": REWARD_SCALE, "seeds": list(range(args.seeds))},
+                 "max_new_tokens": list(TOKENS), "reward_scale": REWARD_SCALE,
+                 # Seeds differ by learning rate once a run of --lr-min extended some of them.
+                 "seeds_by_learning_rate": {f"{lr:.3g}": sorted({r["seed"] for r in done.values() if r["learning_rate"] == lr})
+                                            for lr in sorted({c["learning_rate"] for c in configs})}},
         "epochs": epochs,
         "runs": len(done),
         "run_seconds_total": round(sum(r["seconds"] for r in done.values()), 1),

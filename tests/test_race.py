@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ratiotune.core.intensify import Intensifier, plan
+from ratiotune.core.intensify import plan
+from ratiotune.core.race_protocol import Race
 from ratiotune.search.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
 from ratiotune.core.experiment import TrialResult
 from ratiotune.core.study import RaceSpec, SEED_KEY, StudyError, check_race_budget, validate_study
@@ -85,11 +86,12 @@ def test_the_honest_figure_counts_a_diverged_run_as_the_worst_value_in_n(tiny_st
     assert stats["n"] == 4 and stats["mean"] == pytest.approx(0.225)  # not 0.3: no survivorship
     sd = stats["sd"]
     assert sd == pytest.approx(((0.275**2 + 0.225**2 + 0.175**2 + 0.225**2) / 3) ** 0.5)
-    assert stats["ci95"] == pytest.approx([0.225 - 3.182 * sd / 2, 0.225 + 3.182 * sd / 2])
-    # One new run: 0.225 ± 3.182·sd·sqrt(1.25) = [-0.56, 1.01], clipped to the share's range [0, 1]:
-    # with 4 seeds this bimodal, a user's re-run can land anywhere.
-    assert 0.225 + 3.182 * sd * 1.25**0.5 > 1 and stats["pi95"] == [0.0, 1.0]
+    # The mean's interval, clipped to the share's range: 0.225 - 3.182·sd/2 < 0.
+    assert 0.225 - 3.1824 * sd / 2 < 0 and stats["ci95"] == pytest.approx([0.0, 0.225 + 3.182446 * sd / 2])
     assert result["collapse"] == {"collapsed": 2, "n": 4} and result["collapsed_fraction"] == 0.5
+    # One new run, stated as what it is: a collapse chance, and the range of the runs that learned.
+    prediction = result["prediction"]
+    assert (prediction["collapsed"], prediction["n"], prediction["landing"], prediction["landing_chance"]) == (2, 4, [0.4, 0.5], 1 / 3)
 
 
 def test_a_final_figure_of_zero_is_a_collapse_even_when_rewards_are_not(tiny_study):
@@ -106,20 +108,28 @@ def test_a_final_figure_of_zero_is_a_collapse_even_when_rewards_are_not(tiny_stu
 
 
 def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float]) -> dict:
-    """summarize() on a finished selection (the challenger beat the baseline) and a hand-made confirmation."""
+    """summarize() on a race the protocol ran: the challenger beat the baseline in the selection, then a
+    hand-made confirmation on seeds 9-12 (one look: no second look, no fallback)."""
     tiny_study["search"]["space"]["num_generations"] = {"type": "choice", "values": [2, 4]}
+    tiny_study["race"] = {"enabled": True, "max_seeds": 2, "confirm_seeds": 4, "second_look_seeds": 0, "fallbacks": 0}
     study = validate_study(tiny_study)
     field = [Contender(BASELINE, {"learning_rate": 1e-3, "num_generations": 2}, None),
              Contender("trial_a", {"learning_rate": 3e-3, "num_generations": 4}, 0.6)]
-    policy = Intensifier([BASELINE, "trial_a"], study.race, list(range(1, 9)), budget=4, worst=0.0)
-    for name, seed in policy.next_runs():
-        policy.record(name, seed, 0.5 if name == "trial_a" else 0.2)
-    assert policy.done and policy.winner == "trial_a"
-    seeds = [9, 10, 11, 12]
-    trials = [run(i, s, [0.3], test={"test/in_range_fraction": v, "test/mean_reward": v})
-              for i, values in ((1, winner_test), (0, baseline_test)) for s, v in zip(seeds, values)]
     the_plan = plan(study.race, search_epochs=1000, run_epochs=2, available=1, baseline=True)
-    return summarize(study, field, 1, [1, 0], trials, policy, the_plan, 8, 0.0, seeds)
+    protocol = Race([BASELINE, "trial_a"], runners_up=[], settings=study.race, plan=the_plan, baseline=BASELINE,
+                    seed=lambda j: 1 + j, worst=0.0)
+    trials = []
+    while (stage := protocol.ask()) is not None:
+        for r in stage.requests:
+            if not r.test:
+                protocol.tell(r, 0.5 if r.contender == "trial_a" else 0.2)
+                continue
+            value = (winner_test if r.contender == "trial_a" else baseline_test)[r.seed - 5]
+            trial = run(0 if r.contender == BASELINE else 1, r.seed, [0.3], test={"test/in_range_fraction": value, "test/mean_reward": value})
+            trials.append(trial)
+            protocol.tell(r, value, value == 0.0)
+    assert protocol.result()["selection_winner"] == "trial_a" and protocol.result()["confirm_seeds"] == [3, 4, 5, 6]
+    return summarize(study, field, protocol.result(), trials, the_plan, 8, 0.0)
 
 
 def test_a_collapsed_race_winner_is_not_recommended_and_the_baseline_stands(tiny_study):
@@ -139,7 +149,7 @@ def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["margin"]["mean"] == pytest.approx(0.2575) and summary["gate"]["margin_lower"] > 0
     assert verdict(summary).startswith("confirmed: lr 0.003, gens 4")
-    assert summary["seeds"] == {"selection": [1, 2], "confirmation": [9, 10, 11, 12]}
+    assert summary["seeds"] == {"selection": [1, 2], "confirmation": [3, 4, 5, 6]}
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_a"]
     assert all("±" not in line for line in headline(summary))
 
@@ -218,22 +228,23 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"
-    assert "looks" not in summary["gate"] and len(asked) == 2  # round 0, the confirmation: no second look
+    assert summary["gate"]["look"] == 1 and len(asked) == 2  # round 0, the confirmation: no second look
 
 
 def test_a_winner_ahead_on_the_mean_but_not_shown_better_gets_a_second_look(tiny_study, tmp_path, monkeypatch):
     # Bimodal: 0.7 on most seeds, 0.05 on seeds 10, 12 and 14. On the 6 confirmation seeds (9-14)
-    # the margin's 90% bound is -0.04 (mean 0.175: three of six at -0.15); the winner leads on the
+    # the margin's bound is below 0 (mean 0.175: three of six at -0.15); the winner leads on the
     # mean, so both train on race.second_look_seeds (4) more seeds (15-18), and on all 10 the
-    # bound is 0.168 > 0.
+    # bound (one-sided 97.5%: the race's 10% over its 4 looks) is 0.080 > 0.
     table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.05 if s in (10, 12, 14) else 0.7,
              "trial_mid": lambda s: 0.1, "trial_bad": lambda s: 0.0}
     summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
     assert {r[SEED_KEY] for r in asked[-2]} == set(range(9, 15))
     assert {r[SEED_KEY] for r in asked[-1]} == set(range(15, 19)) and {r[CONTENDER_KEY] for r in asked[-1]} == {0, 1}
-    assert summary["gate"]["looks"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
+    assert summary["gate"]["look"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
     assert summary["gate"]["margin"]["n"] == 10 and summary["gate"]["recommend"]
-    assert any("(after a second look)" in line for line in headline(summary))
+    assert summary["gate"]["confidence"] == pytest.approx(0.975) and summary["gate"]["margin_lower"] == pytest.approx(0.080, abs=0.002)
+    assert "one-sided 97.5% lower bound of the paired margin over the baseline 0.080 on 10 seeds (look 2 of up to 4" in headline(summary)[0]
     assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
 
 

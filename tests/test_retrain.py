@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from conftest import run_cli as _run_cli
 from conftest import tiny_study_dict
 from ratiotune.cli import main
-from ratiotune.core.stats import t_interval
+from ratiotune.core.stats import describe as t_interval
 from ratiotune.core.experiment import load_experiment
 from ratiotune.core.study import validate_study
 
@@ -138,7 +138,7 @@ def test_t_interval_matches_a_known_case():
     # Values 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.303, half width 4.303 / sqrt(3).
     stats = t_interval([1.0, 2.0, 3.0])
     assert stats["mean"] == 2.0 and stats["sd"] == pytest.approx(1.0)
-    assert stats["ci95"] == pytest.approx([2 - 4.303 / 3**0.5, 2 + 4.303 / 3**0.5])
+    assert stats["ci95"] == pytest.approx([2 - 4.302653 / 3**0.5, 2 + 4.302653 / 3**0.5])
     assert t_interval([0.5])["ci95"] is None
 
 

@@ -8,6 +8,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from conftest import run_cli
+from ratiotune.core.experiment import load_experiment
 
 METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction")
 
@@ -102,7 +103,8 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
         stats = entry["stats"]
         assert f"# {label} (" in result.stdout
         assert f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean" in result.stdout, result.stdout
-    assert "95% PI of one new run" in result.stdout and "Wilson interval" in result.stdout and "±" not in result.stdout
+    assert "a new run collapses with chance" in result.stdout and "Wilson interval" in result.stdout and "±" not in result.stdout
+    assert "PI" not in result.stdout  # no normal-theory interval of one bimodal run
     assert "# selection figure (optimistic" in result.stdout
     fragment = yaml.safe_load("\n".join(l for l in result.stdout.splitlines() if not l.startswith("#")))
     shipped = summary["winner"] if confirmed_ else summary["baseline"]
@@ -122,17 +124,39 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
             assert out.shape[1] > prompt.input_ids.shape[1]
 
 
-def test_the_gate_decides_on_the_printed_paired_values(experiment):
-    """The recommendation follows from the per-seed values in the summary, by the stated rule."""
-    from ratiotune.core.intensify import gate
+def test_the_race_object_replayed_on_the_recorded_runs_gives_the_recorded_verdict(experiment):
+    """core/race_protocol.Race, told the figures of the runs this race recorded on disk, asks for exactly
+    those runs and reaches the verdict summary.json holds: the rules live in that one object."""
+    from ratiotune.core.intensify import RacePlan
+    from ratiotune.core.race_protocol import Race
+    from ratiotune.core.study import SEED_KEY
+    from ratiotune.search.race import BASELINE, CONTENDER_KEY, confirmation_value, fresh_seeds, run_value
 
-    summary = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
-    winner, baseline = summary["winner"]["per_seed"], summary["baseline"]["per_seed"]
-    assert [s["seed"] for s in winner] == [s["seed"] for s in baseline] == [3, 4]
-    again = gate([s["value"] for s in winner], [s["scored"] for s in baseline], collapsed=[s["collapsed"] for s in winner],
-                 worst=0.0, max_collapse_share=0.25, winner_is_baseline=summary["race_kept_baseline"])
-    assert again["recommend"] == summary["gate"]["recommend"]
-    assert summary["recommended"]["which"] == ("winner" if again["recommend"] else "baseline")
+    directory = experiment["dir"]
+    study = load_experiment(directory).study
+    summary = json.loads((directory / "race" / "summary.json").read_text())
+    names = list(summary["selection"]["contenders"])  # in CONTENDER_KEY order: baseline, challengers, runners-up
+    recorded = {}
+    for folder in sorted(p for p in (directory / "race").iterdir() if p.is_dir()):
+        for run in load_experiment(folder).trials:
+            recorded[(names[run.config[CONTENDER_KEY]], run.config[SEED_KEY])] = run
+    plan = RacePlan(**summary["plan"])
+    race = Race(names[: 1 + plan.challengers], runners_up=names[1 + plan.challengers:], settings=study.race, plan=plan,
+                baseline=BASELINE, seed=lambda j: fresh_seeds(study, j, 1)[0], worst=0.0)
+    asked = []
+    while (stage := race.ask()) is not None:
+        for request in stage.requests:
+            run = recorded[(request.contender, request.seed)]
+            asked.append((request.contender, request.seed))
+            if request.test:
+                race.tell(request, *confirmation_value(study, run))
+            else:
+                race.tell(request, run_value(study, run))
+    result = race.result()
+    assert sorted(asked) == sorted(recorded)  # every recorded run, no other
+    assert result["recommend"] == summary["gate"]["recommend"] and result["shown"] == summary["winner"]["search_trial"]
+    assert result["gate"]["margin_lower"] == summary["gate"]["margin_lower"]
+    assert summary["recommended"]["which"] == ("winner" if result["recommend"] else "baseline")
 
 
 def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
@@ -158,6 +182,10 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     # One line per race run that ended: the selection round's and the confirmation's.
     race_runs = json.loads((experiment["dir"] / "race" / "summary.json").read_text())["compute"]["race_runs"]
     assert len([l for l in lines if re.search(r"contender \d, seed \d+: epoch 2, objective ", l)]) == race_runs > 0, output
+    # The plan states the race's ceiling; the verdict is printed once (`best` prints the figures).
+    assert any(re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", l)
+               for l in lines), output
+    assert len([l for l in lines if re.match(r"\s*(not )?confirmed: ", l)]) == 1, output
     log = (experiment["dir"] / "ray.log").read_text()
     assert "Started a local Ray instance" in log
     assert not list(experiment["dir"].rglob(".checkpoint-staging*"))  # each trial removed its own
@@ -206,7 +234,7 @@ def test_resume_finishes_a_race_that_was_cut_short(experiment, tmp_path):
     round0 = (copy / "race" / "round-0").stat().st_mtime_ns
     result = run_cli("resume", str(copy))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "race confirmation" in result.stdout and "race round 0" in result.stdout
+    assert "race confirm (confirmation on the test prompts)" in result.stdout and "race round-0 (selection)" in result.stdout
     before = json.loads((experiment["dir"] / "race" / "summary.json").read_text())
     after = json.loads((copy / "race" / "summary.json").read_text())
     assert after["winner"]["search_trial"] == before["winner"]["search_trial"]

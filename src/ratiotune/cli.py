@@ -281,9 +281,8 @@ def run_race(experiment: Experiment) -> int:
     except race.RaceError as exc:
         print(f"ratiotune: race: {exc}", file=sys.stderr)
         return 1
-    print()
-    for line in race.headline(summary):
-        print(f"  {line}")
+    # The verdict only: `best` prints its figures (printed here too, a demo showed them twice in a row).
+    print(f"\n  {race.verdict(summary)}")
     from ratiotune.search.optuna_study import record_race
 
     try:
@@ -291,7 +290,7 @@ def run_race(experiment: Experiment) -> int:
     except StudyError as exc:  # the race's result stands; only the dashboard misses it
         print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
     print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
-    print(f"the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
+    print(f"its figures, the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
     return 0
 
 

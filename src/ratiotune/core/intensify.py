@@ -83,6 +83,8 @@ class RaceSettings(Protocol):
     max_collapse_share: float  # the gate's bound on the winner's collapse share (passed to gate())
     max_share: float  # the race's share of the study's trial-epochs
     second_look_seeds: int  # paired seeds added when the gate's first look falls short (0: one look)
+    fallbacks: int  # configs that take a winner's place when it is refused for its collapses
+    confidence: float  # the whole race's one-sided confidence, spent over its looks (race_protocol.py)
 
 
 @dataclass
@@ -284,9 +286,17 @@ class RacePlan:
     select: bool  # run the selection; False: the search's top config goes straight to the gate
     budget: int  # selection runs at most
     confirm_seeds: int
-    runs: int  # the most the race trains: selection budget + confirmation runs
-    share: float  # the race's share of (search + race) trial-epochs, at most
+    runs: int  # selection budget + first confirmation: what race.max_share bounds
+    share: float  # those runs' share of (search + race) trial-epochs, at most
     fitted: str | None  # one line saying what was lowered to fit, else None
+    ceiling: int = 0  # the most the race can train: runs + a second look + every fallback
+    run_epochs: int = 0
+
+    def line(self) -> str:
+        """The plan in one line, its ceiling included (what a user budgets for)."""
+        return (f"race plan: {self.challengers} challenger(s), selection up to {self.budget} runs, confirmation "
+                f"{self.confirm_seeds} paired seeds; at most {self.ceiling} runs ({self.ceiling * self.run_epochs} "
+                f"trial-epochs) with a second look and fallbacks")
 
 
 class PlanError(ValueError):
@@ -345,6 +355,8 @@ def plan(
     if select and contenders > 1:
         budget = min(max(allowed - confirm * pairs, selection(k, select)), contenders * settings.max_seeds)
     runs = budget + confirm * pairs
+    # A second look adds seeds for the winner and the baseline; each fallback trains one config on them all.
+    ceiling = runs + settings.second_look_seeds * pairs + (settings.fallbacks * (confirm + settings.second_look_seeds) if baseline else 0)
     race_share = runs * run_epochs / (runs * run_epochs + search_epochs) if search_epochs or runs else 0.0
     changes = []
     if k < min(settings.top_k, available):
@@ -360,14 +372,10 @@ def plan(
             f"study's trial-epochs (race.max_share {share:g}; the search spent {search_epochs})"
             + ("; above max_share: a study this small cannot afford less" if over else "")
         )
-    return RacePlan(k, select and contenders > 1, budget, confirm, runs, race_share, fitted)
+    return RacePlan(k, select and contenders > 1, budget, confirm, runs, race_share, fitted, ceiling, run_epochs)
 
 
 # --------------------------------------------------------------------------- the gate
-
-# The gate's one-sided confidence (module docstring: why 90%).
-GATE_CONFIDENCE = 0.90
-
 
 def gate(
     winner: list[float | None],
@@ -378,23 +386,25 @@ def gate(
     max_collapse_share: float,
     mode: str = "max",
     winner_is_baseline: bool = False,
+    confidence: float,
 ) -> dict[str, Any]:
     """Recommend the winner only if it beats the baseline on paired seeds and rarely collapses.
 
     winner[i] and baseline[i] are the same seed's final-epoch test values (None = diverged or
     errored: scored `worst`, counted in n). collapsed[i]: the winner's run i collapsed.
-    Rule (module docstring): lower90(d) > 0 and collapse share <= max_collapse_share.
+    Rule: the one-sided `confidence` lower bound of mean(d) > 0 and collapse share <= max_collapse_share
+    (race_protocol.py sets `confidence` per look, so that the whole race holds its stated level).
     `second_look` in the result: it fell short but the winner is ahead of the baseline on the
     mean, so more paired seeds may change the verdict (the race then runs them and asks again).
     """
     w = [worst if v is None else v for v in winner]
     n_collapsed = sum(collapsed)
     share = n_collapsed / len(collapsed) if collapsed else None
-    level = f"{GATE_CONFIDENCE:.0%}"
+    level = f"{confidence:.1%}".replace(".0%", "%")
     out: dict[str, Any] = {
         "rule": f"recommend if the one-sided {level} lower bound of the mean paired improvement over the baseline "
         f"is > 0 and the collapse share is <= {max_collapse_share:g}",
-        "confidence": GATE_CONFIDENCE,
+        "confidence": confidence,
         "collapse": {"collapsed": n_collapsed, "n": len(collapsed), "share": share, "wilson95": wilson(n_collapsed, len(collapsed))},
         "margin": None,
         "margin_lower": None,
@@ -412,7 +422,7 @@ def gate(
     sign = 1 if mode == "max" else -1
     diffs = [sign * (x - y) for x, y in zip(w, b)]
     out["margin"] = describe(diffs)
-    bound = lower_bound(diffs, GATE_CONFIDENCE)
+    bound = lower_bound(diffs, confidence)
     out["margin_lower"] = bound
     if winner_is_baseline:
         # The figures of the best challenger beside it are shown; the selection already said no.

@@ -3,17 +3,15 @@
 Per config the race and `retrain` print:
 - mean and sd: the sample mean and the sample standard deviation of the per-seed values
   (sd describes the spread of single runs; it is not an error bar);
-- ci95: the 95% Student-t interval of the *mean*: where the mean of many more seeds would lie;
-- pi95: the 95% prediction interval for *one new run*: mean ± t(0.975, n-1)·sd·sqrt(1 + 1/n),
-  where a user's own re-run of the config should land. It is clipped to the metric's range
-  when that is known (a share cannot be below 0); the clipping is said where it is printed;
-- the collapse share (runs that ended with every reward 0, or diverged) with its 95% Wilson
-  interval (Wilson, not the normal approximation: it stays inside [0, 1] and is sane at 0/4).
+- ci95: the 95% Student-t interval of the *mean*: where the mean of many more seeds would lie,
+  clipped to the metric's range when that is known (a share's mean cannot be below 0);
+- what one new run will do (`predict_run`): outcomes here are bimodal (a run learns the ratio or
+  collapses to 0 for good), so a normal-theory interval of one run says nothing ([0, 1] on the
+  smoke task). Instead: the chance that a run collapses (the collapse share with its 95% Wilson
+  interval) and, for a run that does not, the range of the runs that did not, which holds an
+  exchangeable new run with chance (m - 1) / (m + 1) for m such runs (no distribution assumed).
 
-Outcomes here are skewed and bimodal (a run learns the ratio or collapses to 0 for good), so
-the t intervals are approximations: tests/test_stats.py measures the prediction interval's
-coverage on a simulated bimodal distribution, and every per-seed value is printed beside them.
-No scipy: the quantiles come from tables (the readers of results stay light).
+Quantiles come from scipy.stats, at any level.
 """
 
 from __future__ import annotations
@@ -21,47 +19,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# Student-t quantiles for df = 1..30: two-sided 95% (t 0.975) and one-sided 95% (t 0.95).
-T_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)
-T_95 = (
-    6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812,
-    1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725,
-    1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697,
-)
-# One-sided 90% (t 0.90): the gate's bound (intensify.gate).
-T_90 = (
-    3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
-    1.363, 1.356, 1.350, 1.345, 1.341, 1.337, 1.333, 1.330, 1.328, 1.325,
-    1.323, 1.321, 1.319, 1.318, 1.316, 1.315, 1.314, 1.313, 1.311, 1.310,
-)
-Z_975, Z_95, Z_90 = 1.959964, 1.644854, 1.281552
-
 
 def t_quantile(df: int, one_sided: bool = False, confidence: float = 0.95) -> float:
-    """t(0.975, df), or t(confidence, df) when one_sided (confidence 0.95 or 0.90); beyond the table
-    a Cornish-Fisher step from z (< 0.1% off)."""
-    if not one_sided:
-        table, z = T_975, Z_975
-    elif confidence in (0.95, 0.90):
-        table, z = (T_95, Z_95) if confidence == 0.95 else (T_90, Z_90)
-    else:
-        raise ValueError(f"one-sided confidence: 0.95 or 0.90 (the tables held); got {confidence}")
-    if df <= len(table):
-        return table[df - 1]
-    return z + (z**3 + z) / (4 * df)
+    """t(confidence, df) one-sided, or the two-sided quantile t((1 + confidence) / 2, df)."""
+    from scipy.stats import t
+
+    return float(t.ppf(confidence if one_sided else (1 + confidence) / 2, df))
 
 
 def describe(values: list[float], value_range: tuple[float, float] | None = None) -> dict[str, Any]:
-    """n, mean, sd, ci95 (the mean's interval) and pi95 (one new run's), pi95 clipped to value_range.
+    """n, mean, sd and ci95 (the mean's 95% t interval, clipped to value_range).
 
-    Below two values there is no spread: sd, ci95 and pi95 are None.
+    Below two values there is no spread: sd and ci95 are None.
     """
     n = len(values)
-    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "ci95": None, "pi95": None}
+    out: dict[str, Any] = {"n": n, "mean": None, "sd": None, "ci95": None}
     if n == 0:
         return out
     mean = sum(values) / n
@@ -69,35 +41,51 @@ def describe(values: list[float], value_range: tuple[float, float] | None = None
     if n < 2:
         return out
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = t_quantile(n - 1)
-    half_ci, half_pi = t * sd / math.sqrt(n), t * sd * math.sqrt(1 + 1 / n)
-    low, high = mean - half_pi, mean + half_pi
+    half = t_quantile(n - 1) * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
     if value_range is not None:
         low, high = max(low, value_range[0]), min(high, value_range[1])
-    out.update(sd=sd, ci95=[mean - half_ci, mean + half_ci], pi95=[low, high])
+    out.update(sd=sd, ci95=[low, high])
     return out
 
 
-def predict_mean(stats: dict[str, Any], k: int, value_range: tuple[float, float] | None = None) -> list[float] | None:
-    """95% prediction interval for the mean of k new runs: mean ± t(0.975, n-1)·sd·sqrt(1/k + 1/n).
+def predict_run(values: list[float | None], collapsed: list[bool]) -> dict[str, Any]:
+    """What one new run of a config will do, from its runs (value None = diverged, a collapse).
 
-    k = 1 is pi95. What a user who re-runs the config on k seeds should see (clipped to value_range).
+    collapse: the share of runs that collapsed, with its 95% Wilson interval: the chance a new run
+    does. landing: [min, max] of the m runs that did not collapse; a new run that does not collapse
+    falls inside with chance (m - 1) / (m + 1) (`landing_chance`), whatever the distribution, for
+    exchangeable runs (m < 2: no range).
     """
-    if stats.get("sd") is None:
-        return None
-    n = stats["n"]
-    half = t_quantile(n - 1) * stats["sd"] * math.sqrt(1 / k + 1 / n)
-    low, high = stats["mean"] - half, stats["mean"] + half
-    if value_range is not None:
-        low, high = max(low, value_range[0]), min(high, value_range[1])
-    return [low, high]
+    n = len(collapsed)
+    k = sum(collapsed)
+    kept = sorted(v for v, c in zip(values, collapsed) if not c and v is not None)
+    m = len(kept)
+    return {
+        "n": n,
+        "collapsed": k,
+        "collapse_share": k / n if n else None,
+        "collapse_wilson95": wilson(k, n),
+        "landing": [kept[0], kept[-1]] if m >= 2 else None,
+        "landing_chance": (m - 1) / (m + 1) if m >= 2 else None,
+    }
 
 
-# The name kept for older callers: the same figures.
-t_interval = describe
+def format_prediction(p: dict[str, Any]) -> str:
+    """'a new run collapses with chance 3 of 10 (95% Wilson [11%, 60%]); one that does not lands in
+    [0.474, 0.750] (the range of the 7 that did not: it holds a new run with chance 75%)'."""
+    if not p["n"]:
+        return "a new run: n/a (no runs)"
+    low, high = p["collapse_wilson95"]
+    text = f"a new run collapses with chance {p['collapsed']} of {p['n']} (95% Wilson [{low:.0%}, {high:.0%}])"
+    m = p["n"] - p["collapsed"]
+    if p["landing"] is None:
+        return text + f"; {m} run(s) did not collapse: too few for a range"
+    return (text + f"; one that does not lands in [{p['landing'][0]:.3f}, {p['landing'][1]:.3f}] (the range of the {m} "
+            f"that did not: it holds a new run with chance {p['landing_chance']:.0%})")
 
 
-def lower_bound(values: list[float], confidence: float = 0.95) -> float | None:
+def lower_bound(values: list[float], confidence: float) -> float | None:
     """One-sided lower bound of the mean: mean - t(confidence, n-1)·sd/sqrt(n) (None below two values)."""
     n = len(values)
     if n < 2:
@@ -107,16 +95,11 @@ def lower_bound(values: list[float], confidence: float = 0.95) -> float | None:
     return mean - t_quantile(n - 1, one_sided=True, confidence=confidence) * sd / math.sqrt(n)
 
 
-def lower_bound_95(values: list[float]) -> float | None:
-    """One-sided 95% lower bound of the mean: mean - t(0.95, n-1)·sd/sqrt(n) (None below two values)."""
-    return lower_bound(values, 0.95)
-
-
 def wilson(successes: int, n: int) -> list[float] | None:
     """95% Wilson score interval of a share (None for n = 0)."""
     if n == 0:
         return None
-    z = Z_975
+    z = 1.959964  # z(0.975)
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
@@ -139,15 +122,13 @@ def _f(value: float | None) -> str:
 
 
 def format_interval(stats: dict[str, Any]) -> str:
-    """'mean 0.412, sd 0.081, 95% CI of the mean [0.301, 0.523], 95% PI one new run [0.17, 0.65] (n=4)'."""
+    """'mean 0.412, sd 0.081, 95% CI of the mean [0.301, 0.523] (n=4)'."""
     if stats.get("mean") is None:
         return "n/a"
     if stats.get("sd") is None:
         return f"mean {stats['mean']:.3f} (n=1: no spread)"
-    text = f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean [{_f(stats['ci95'][0])}, {_f(stats['ci95'][1])}]"
-    if stats.get("pi95") is not None:
-        text += f", 95% PI of one new run [{_f(stats['pi95'][0])}, {_f(stats['pi95'][1])}]"
-    return text + f" (n={stats['n']})"
+    return (f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean "
+            f"[{_f(stats['ci95'][0])}, {_f(stats['ci95'][1])}] (n={stats['n']})")
 
 
 def format_share(collapsed: int, n: int) -> str:

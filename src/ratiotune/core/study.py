@@ -280,10 +280,15 @@ class SearchSpec(Strict):
     max_failures: int = Field(
         2, ge=0, description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored."
     )
-    sampler: Literal["tpe", "gp", "random", "qmc"] = Field(
+    sampler: Literal["tpe", "gp", "random", "qmc", "staged"] = Field(
         "tpe",
         description="Optuna sampler, seeded with train.seed: tpe, gp (Gaussian process, noisy objective), random, "
-        "or qmc (scrambled Sobol). tpe and gp draw their first startup_trials trials at random.",
+        "qmc (scrambled Sobol), or staged (the learning rate on a grid of lr_points first, then each other value "
+        "moved off its default at the best learning rate: search/staged_sampler.py). tpe and gp draw their first "
+        "startup_trials trials at random.",
+    )
+    lr_points: Optional[int] = Field(
+        None, ge=2, description="staged: learning-rate grid points of its first stage (null = 10)."
     )
     startup_trials: Optional[int] = Field(
         None, ge=1,
@@ -318,6 +323,11 @@ class SearchSpec(Strict):
                 f"startup_trials: {self.startup_trials} is used only by sampler tpe or gp; sampler {self.sampler!r} "
                 "draws every trial the same way (remove startup_trials or set sampler: tpe)"
             )
+        if self.lr_points is not None and self.sampler != "staged":
+            raise ValueError(f"lr_points: {self.lr_points} is used only by sampler staged; sampler is {self.sampler!r}")
+        if self.sampler == "staged" and "learning_rate" not in self.space:
+            raise ValueError("sampler: staged sweeps the learning rate first, so space needs learning_rate "
+                             f"(it has: {', '.join(self.space) or 'nothing'}); or choose tpe, gp, random or qmc")
         if self.multivariate and self.sampler != "tpe":
             raise ValueError(f"multivariate: true is a tpe option; sampler is {self.sampler!r} (set sampler: tpe or remove it)")
         if self.optuna_storage is not None:
@@ -427,8 +437,6 @@ class RaceSpec(Strict):
         "(0.1: 4 of 4 seeds lost; 0.05: 5 of 5).",
     )
     confirm_seeds: int = Field(
-        # 6, not 4: on 200 simulated smoke studies (bench/simulate.py) 4 paired seeds left the gate
-        # unable to confirm a good winner in 60% of studies (one collapse sinks a 4-seed bound); 6: 48%.
         6, ge=2,
         description="Further fresh seeds the winner and the baseline train on (paired); their final epoch on the "
         "test prompts is the figure the gate decides on.",
@@ -439,31 +447,33 @@ class RaceSpec(Strict):
         "end, every reward 0, or diverged); 0.34 = at most 2 of 6 or 3 of 10.",
     )
     second_look_seeds: int = Field(
-        # On 600 simulated smoke studies (bench/simulate.py) a second look of 4 seeds took the gate's
-        # refusals from 38% to 24% (one look at 90%; 48% at 95%), run in about 3 studies of 10.
         4, ge=0,
         description="When the gate falls short but the winner leads the baseline on the mean, the winner and the "
         "baseline train on this many more paired seeds and the gate decides on all of them (0: one look). "
-        "Extra compute, outside max_share's plan.",
+        "A look of its own: it takes its share of the race's error (race.confidence). Outside max_share's plan; "
+        "the plan line states the race's ceiling with it.",
     )
     fallbacks: int = Field(
-        # On 600 simulated smoke studies (bench/simulate.py) 185 of the gate's 215 refusals were for the
-        # collapse bound, against winners worth more than the baseline in 89%; handing over to up to 2
-        # runner-ups took refusals from 36% to 14% and the shipped value's low quartile from 0.097 to 0.250.
         2, ge=0,
         description="When the gate refuses the winner for its collapses, up to this many next configs of the search "
         "(by search/objective, ones that did not race) train on the same paired seeds, each gated in turn; the "
-        "baseline's runs are reused. Extra compute, outside max_share's plan (0: the baseline stands at once).",
+        "baseline's runs are reused. Each is a look of its own (race.confidence). Outside max_share's plan; the plan "
+        "line states the race's ceiling with them (0: the baseline stands at once).",
+    )
+    confidence: float = Field(
+        0.90, gt=0.5, lt=1,
+        description="The race's one-sided confidence over all its looks (first, second look, each fallback): the "
+        "chance that it confirms a challenger no better than the baseline is at most 1 - confidence. Each look "
+        "uses 1 - (1 - confidence) / looks (Bonferroni).",
     )
     test_samples_factor: int = Field(
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )
     max_share: float = Field(
-        # 0.65, not 0.7: pays for the gate's second look, so the smoke study's mean compute stays
-        # where it was (simulated: 206 vs 205 trial-epochs per study; median 192 vs 212).
         0.65, gt=0, lt=1,
-        description="Most of the study's trial-epochs (search as really spent + race) the race may take; when the "
-        "planned race does not fit, it races fewer contenders or seeds and says so.",
+        description="Most of the study's trial-epochs (search as really spent + race) that the selection and the first "
+        "confirmation may take; when the planned race does not fit, it races fewer contenders or seeds and says so. "
+        "A second look and fallbacks come on top (the plan line states the ceiling).",
     )
 
     @model_validator(mode="after")
@@ -471,9 +481,6 @@ class RaceSpec(Strict):
         if self.max_seeds < self.min_seeds:
             raise ValueError(f"max_seeds ({self.max_seeds}) must be >= min_seeds ({self.min_seeds})")
         return self
-
-    def confirm_runs(self, baseline: bool) -> int:
-        return self.confirm_seeds * (2 if baseline else 1)
 
 
 class Study(Strict):

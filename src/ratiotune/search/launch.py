@@ -92,6 +92,12 @@ def make_sampler(study: Study):
         return optuna.samplers.GPSampler(seed=seed, deterministic_objective=False, **startup)
     if search.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
+    if search.sampler == "staged":
+        from ratiotune.search.staged_sampler import StagedSampler
+
+        values = study.hyperparameters({})  # train:'s values, where a parameter has no default
+        defaults = {name: spec.default if spec.default is not None else values[name] for name, spec in search.space.items()}
+        return StagedSampler(search.space, defaults, search.lr_points or 10, seed)
     return optuna.samplers.QMCSampler(seed=seed, scramble=True)  # experimental in Optuna 5 (a warning)
 
 
