@@ -355,7 +355,11 @@ def design_study(design: Design, study_seed: int, extra: tuple[str, ...] = (), s
         (raw["search"].get("baseline") or {}).pop(name, None)
     for override in (*design.overrides, *extra):
         apply_override(raw, override)
-    return validate_study(raw, source=f"design {design.name}")
+    study = validate_study(raw, source=f"design {design.name}")
+    # A design's race.* values are candidate defaults (RaceSpec's), not numbers a user set: the plan
+    # may lower them to fit the budget, as it does for a study that leaves them out.
+    study.race.__pydantic_fields_set__.difference_update(o.split("=")[0].split(".")[1] for o in design.overrides if o.startswith("race."))
+    return study
 
 
 def simulate_study(design: Design, table: Table, study_seed: int, extra: tuple[str, ...] = (),

@@ -179,9 +179,11 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     finished = [l for l in lines if re.match(r"\[\d+:\d\d\] trial_\w+ finished at epoch 2: objective ", l)]
     assert len(started) == 3 and len(finished) == 3, output
     assert all(" done, " in l and " | best " in l for l in finished), output
-    # One line per race run that ended: the selection round's and the confirmation's.
+    # One line per race run that ended, naming the baseline or the challenger by its values.
     race_runs = json.loads((experiment["dir"] / "race" / "summary.json").read_text())["compute"]["race_runs"]
-    assert len([l for l in lines if re.search(r"contender \d, seed \d+: epoch 2, objective ", l)]) == race_runs > 0, output
+    run_lines = [l for l in lines if re.search(r"(the baseline|challenger lr \S+), seed \d+: epoch 2, objective ", l)]
+    assert len(run_lines) == race_runs > 0 and any("the baseline, seed" in l for l in run_lines), output
+    assert "contender" not in output, output
     # The plan states the race's ceiling; the verdict is printed once (`best` prints the figures).
     assert any(re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", l)
                for l in lines), output

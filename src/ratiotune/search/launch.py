@@ -299,7 +299,8 @@ def optuna_storage(study: Study, experiment_dir: Path | str) -> str | None:
     return location
 
 
-def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[str], total: int):
+def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[str], total: int,
+                     labels: dict[str, dict[Any, str]] | None = None):
     """RunConfig for runs of fixed configs over fresh seeds (the race's rounds, `retrain`): only the
     final agents matter, so each run keeps its latest checkpoint; a run whose process or node dies
     restarts from it, as a search trial does."""
@@ -312,7 +313,7 @@ def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[s
         name=name,
         storage_path=storage_path,
         # One line per run that ends, named by `columns` (progress.py); no status tables.
-        callbacks=[*trial_loggers(), RunsProgress(columns, total)],
+        callbacks=[*trial_loggers(), RunsProgress(columns, total, labels)],
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         verbose=0,

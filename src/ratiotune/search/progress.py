@@ -242,10 +242,12 @@ class SearchProgress(tune.Callback):
 
 class RunsProgress(tune.Callback):
     """Runs of fixed configs on fresh seeds (the race's rounds, `retrain`): one line per run that ends,
-    named by the config keys in `columns` (e.g. contender and seed)."""
+    named by the config keys in `columns` (e.g. contender and seed); `labels` names a key's values
+    (the race: contender 0 -> "the baseline", 1 -> "challenger lr 0.00275, gens 8, tokens 32")."""
 
-    def __init__(self, columns: list[str], total: int):
+    def __init__(self, columns: list[str], total: int, labels: dict[str, dict[Any, str]] | None = None):
         self.columns = columns
+        self.labels = labels or {}
         # Ray creates the runs one at a time, so its list grows while they start: count against the plan.
         self.total = total
         self.reset()
@@ -277,7 +279,8 @@ class RunsProgress(tune.Callback):
         total = max(self.total, len(trials))
         if 0 < self.ended < total:
             left = f", ~{clock(elapsed / self.ended * (total - self.ended))} left"
-        run = ", ".join(f"{key} {trial.config.get(key)}" for key in self.columns)
+        run = ", ".join(self.labels[key].get(trial.config.get(key), f"{key} {trial.config.get(key)}") if key in self.labels
+                        else f"{key} {trial.config.get(key)}" for key in self.columns)
         print(f"[{clock(elapsed)}]   {run}: {text}  ({self.ended} of {total} runs done{left})", flush=True)
 
 

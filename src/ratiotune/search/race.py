@@ -168,7 +168,8 @@ def run_round(
                     contender=runs[t.config["run"]][CONTENDER_KEY], seed=runs[t.config["run"]][SEED_KEY]
                 ),
             ),
-            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY], len(runs)),
+            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY], len(runs),
+                                        {CONTENDER_KEY: {i: label(c.name, contenders_) for i, c in enumerate(contenders_)}}),
         )
     grid = tuner.fit()
     if grid.num_terminated + grid.num_errors < len(grid):
