@@ -78,7 +78,7 @@ def method_study(method: str, seed: int, epochs: int | None, budget: int | None 
     if method == "random":
         epochs = raw["train"]["epochs"]
         raw["search"].update(sampler="random", scheduler={"type": "fifo"}, num_samples=max(1, (budget or epochs) // epochs))
-        for tpe_only in ("startup_trials", "multivariate"):  # the random sampler has no start-up phase
+        for tpe_only in ("startup_trials", "multivariate", "lr_points"):  # the random sampler has neither phase nor grid
             raw["search"].pop(tpe_only, None)
         raw["search"]["start_with_baseline"] = False
         raw["race"] = {"enabled": False}

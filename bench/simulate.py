@@ -348,7 +348,7 @@ def design_study(design: Design, study_seed: int, extra: tuple[str, ...] = (), s
     raw = yaml.safe_load(Path(study_file).read_text())
     raw["train"]["seed"] = study_seed
     if any(o.startswith("search.sampler=") for o in design.overrides):
-        for name in ("startup_trials", "multivariate"):  # smoke's tpe settings: another sampler starts from Optuna's defaults
+        for name in ("startup_trials", "multivariate", "lr_points"):  # smoke's sampler settings: another starts from its defaults
             raw["search"].pop(name, None)
     for name in design.unsearched:
         raw["search"]["space"].pop(name, None)
@@ -432,6 +432,12 @@ def designs(budget: int) -> list[Design]:
     full-length trials; the other designs' compute is in the output, to compare."""
     random_trials = max(1, budget // 12)
     random = (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo", "race.enabled=false")
+    # The design shipped before issue 32 (smoke.yaml and RaceSpec's defaults of 2026-12-05 morning).
+    before = ("search.sampler=tpe", "search.startup_trials=3", "search.multivariate=true", "search.num_samples=8",
+              "search.scheduler.grace_period=4", "search.space.reward_scale={type: choice, values: [1, 10, 100], default: 100}",
+              "search.baseline.reward_scale=100", "race.max_share=0.65", "race.fallbacks=2")
+    # The shipped race, 13 trials, another sampler: the field's samplers at their defaults.
+    anchor = ("search.num_samples=13",)
     return [
         Design("shipped", note="studies/smoke.yaml as it is in the repository"),
         Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
@@ -439,47 +445,27 @@ def designs(budget: int) -> list[Design]:
         Design("random-objective", random, pick="objective",
                note=f"{random_trials} random full-length trials, the best trailing-mean objective ships, no race"),
         Design("shipped-oracle", pick="oracle", note="the shipped search, then the best config it sampled (a bound)"),
-        # How the race's error is spent: fewer looks leave each look more of it.
-        Design("looks-1", ("race.second_look_seeds=0", "race.fallbacks=0"), note="one look at the race's whole 10%"),
-        Design("looks-2-second", ("race.fallbacks=0",), note="a first look and a 4-seed second look, 5% each"),
-        Design("looks-2-fallback", ("race.second_look_seeds=0", "race.fallbacks=1"), note="a first look and one fallback, 5% each"),
-        Design("looks-3", ("race.fallbacks=1",), note="first, second look, one fallback: 3.3% each"),
-        # Issue 32: the learning rate first on a grid (search.sampler: staged), then one value at a time;
-        # reward_scale unsearched (it cancels under advantage normalization), the race's share lowered
-        # so the study stays near the smoke budget. Anchors at the same search size and race.
-        Design("staged-8-share40", ("search.sampler=staged", "search.num_samples=11", "search.lr_points=8", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="staged: 8 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.4"),
-        Design("staged-10-share40", ("search.sampler=staged", "search.num_samples=13", "search.lr_points=10", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="staged: 10 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.4"),
-        Design("staged-12-share40", ("search.sampler=staged", "search.num_samples=15", "search.lr_points=12", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="staged: 12 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.4"),
-        Design("staged-8-share50", ("search.sampler=staged", "search.num_samples=11", "search.lr_points=8", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="staged: 8 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.5"),
-        Design("staged-10-share50", ("search.sampler=staged", "search.num_samples=13", "search.lr_points=10", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="staged: 10 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.5"),
-        Design("staged-12-share50", ("search.sampler=staged", "search.num_samples=15", "search.lr_points=12", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="staged: 12 learning rates at the default gens/tokens, then gens 2, 4 and tokens 16 at the best; race share 0.5"),
-        Design("tpe-13-share40", ("search.sampler=tpe", "search.num_samples=13", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="Optuna TPE at its defaults (10 random start-up trials), 13 trials; race share 0.4"),
-        Design("tpe-mv3-13-share40", ("search.num_samples=13", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="smoke's TPE (3 start-up trials, multivariate), 13 trials; race share 0.4"),
-        Design("random-13-share40", ("search.sampler=random", "search.num_samples=13", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="random sampler, 13 trials, the race; race share 0.4"),
-        Design("gp-13-share40", ("search.sampler=gp", "search.num_samples=13", "race.max_share=0.4",), unsearched=("reward_scale",),
-               note="Optuna GP at its defaults, 13 trials; race share 0.4"),
-        Design("tpe-13-share50", ("search.sampler=tpe", "search.num_samples=13", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="Optuna TPE at its defaults (10 random start-up trials), 13 trials; race share 0.5"),
-        Design("tpe-mv3-13-share50", ("search.num_samples=13", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="smoke's TPE (3 start-up trials, multivariate), 13 trials; race share 0.5"),
-        Design("random-13-share50", ("search.sampler=random", "search.num_samples=13", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="random sampler, 13 trials, the race; race share 0.5"),
-        Design("gp-13-share50", ("search.sampler=gp", "search.num_samples=13", "race.max_share=0.5",), unsearched=("reward_scale",),
-               note="Optuna GP at its defaults, 13 trials; race share 0.5"),
+        Design("before", before, note="the design shipped before issue 32: TPE (3 start-up trials, multivariate), 8 trials, "
+               "ASHA grace 4, reward_scale searched, race share 0.65, 2 fallbacks"),
+        Design("tpe-13", ("search.sampler=tpe", *anchor), note="Optuna's TPESampler at its defaults (10 random start-up "
+               "trials), 13 trials, the shipped race"),
+        Design("gp-13", ("search.sampler=gp", *anchor), note="Optuna's GPSampler at its defaults, 13 trials, the shipped race"),
+        Design("qmc-13", ("search.sampler=qmc", *anchor), note="scrambled Sobol, 13 trials, the shipped race"),
+        Design("random-13", ("search.sampler=random", *anchor), note="random sampler, 13 trials, the shipped race"),
+        # Around the shipped design: the grid's size, the race's share and looks.
+        Design("staged-8", ("search.lr_points=8", "search.num_samples=11"), note="shipped with 8 learning rates (a grid off the table's)"),
+        Design("staged-12", ("search.lr_points=12", "search.num_samples=15"), note="shipped with 12 learning rates"),
+        Design("share-35", ("race.max_share=0.35",), note="shipped with race.max_share 0.35"),
+        Design("share-55", ("race.max_share=0.55",), note="shipped with race.max_share 0.55"),
+        Design("fallbacks-2", ("race.fallbacks=2",), note="shipped with 2 fallbacks (4 looks: 97.5% each)"),
+        Design("no-second-look", ("race.second_look_seeds=0",), note="shipped without the second look (2 looks: 95% each)"),
+        Design("confidence-90", ("race.confidence=0.9",), note="shipped with the race's confidence at 90% (3 looks: 96.7% each)"),
+        Design("confidence-95", ("race.confidence=0.95",), note="shipped with the race's confidence at 95% (3 looks: 98.3% each)"),
     ]
 
 
-COMPARED = ("shipped", "random", "random-objective", "shipped-oracle", "looks-1", "looks-2-second", "looks-2-fallback",
-            "looks-3")
+COMPARED = ("shipped", "random", "random-objective", "shipped-oracle", "before", "tpe-13", "gp-13", "qmc-13", "random-13",
+            "staged-8", "staged-12", "share-35", "share-55", "fallbacks-2", "no-second-look", "confidence-90", "confidence-95")
 
 
 def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:

@@ -8,7 +8,9 @@ from ratiotune.core.study import load_study
 
 
 def test_the_shipped_studies_search_the_four_values_and_the_header_flags_reward_scale():
-    for name in ("smoke.yaml", "qwen2.5-0.5b.yaml", "demo.yaml"):
+    # smoke.yaml no longer searches reward_scale (it cancels there); these two still do, and say so.
+    assert "reward_scale" not in load_study(REPO / "studies" / "smoke.yaml").searched()
+    for name in ("qwen2.5-0.5b.yaml", "demo.yaml"):
         study = load_study(REPO / "studies" / name)
         assert study.searched() == ["learning_rate", "num_generations", "max_new_tokens", "reward_scale"], name
         lines = header(study, f"studies/{name}", "results/x", None)
@@ -21,7 +23,7 @@ def test_the_header_names_the_plan_and_says_nothing_of_reward_scale_without_norm
     study = load_study(REPO / "studies" / "smoke.yaml", ["train.advantage_normalization=false"])
     lines = header(study, "studies/smoke.yaml", "results/smoke", None)
     assert lines[0].startswith("study smoke (studies/smoke.yaml): model builtin:tiny, 12 epochs per trial")
-    assert any(line.startswith("plan: 8 trials (tpe sampler; ASHA stops weak trials from epoch 4), 2 at a time") for line in lines)
+    assert any(line.startswith("plan: 13 trials (staged sampler; ASHA stops weak trials from epoch 2), 2 at a time") for line in lines)
     assert not any(line.startswith("note:") for line in lines), lines
 
 

@@ -56,8 +56,13 @@ def write_table(path: Path, seeds=range(6), diverge: tuple | None = None, second
 
 def test_the_truth_comes_from_seeds_no_study_draws(sim, tmp_path):
     table = sim.load_table(write_table(tmp_path / "t.csv", diverge=(1e-3, 8, 32)))
-    assert table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16}) == (1e-4, 4, 16)
-    assert table.point({"learning_rate": 3.3e-4, "num_generations": 4, "max_new_tokens": 16}) == (1e-3, 4, 16)
+    # Between two grid learning rates: both neighbours, weighted linearly in log lr; on or outside the grid: one.
+    (low, w_low), (high, w_high) = table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16})
+    assert (low, high) == ((1e-4, 4, 16), (1e-3, 4, 16)) and w_high == pytest.approx(math.log10(2.9)) and w_low + w_high == pytest.approx(1)
+    assert table.point({"learning_rate": 1e-3, "num_generations": 4, "max_new_tokens": 16}) == (((1e-3, 4, 16), 1.0),)
+    assert table.point({"learning_rate": 5e-5, "num_generations": 4, "max_new_tokens": 16}) == (((1e-4, 4, 16), 1.0),)
+    mixed = table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16})
+    assert table.true_value(mixed) == pytest.approx(w_low * table.true_value(low) + w_high * table.true_value(high))
     key = (1e-3, 4, 16)
     assert table.truth_seeds[key] == [0, 2, 4] and table.draw_seeds[key] == [1, 3, 5] and table.epochs == 12
     assert table.true_value(key) == pytest.approx(np.mean([level(1e-3, 4, 16, s) for s in (0, 2, 4)]), abs=1e-4)
@@ -107,14 +112,14 @@ def test_a_diverged_trial_ends_at_its_nan_epoch(sim, tmp_path):
     study = sim.design_study(sim.Design("fifo", ("search.scheduler.type=fifo", "search.num_samples=3", "race.enabled=false")), 0)
     trials = sim.simulate_search(study, sim.Draws(table, 0))
     baseline = trials[0]  # lr 5e-5 / 8 / 32 maps to (1e-4, 8, 32), which diverges on every seed
-    assert baseline.key == (1e-4, 8, 32) and baseline.diverged and baseline.epoch == 6 and math.isnan(baseline.objective)
-    assert all(t.epoch == 12 for t in trials[1:] if t.key != (1e-4, 8, 32))
+    assert baseline.key == (((1e-4, 8, 32), 1.0),) and baseline.diverged and baseline.epoch == 6 and math.isnan(baseline.objective)
+    assert all(t.epoch == 12 for t in trials[1:] if t.key != baseline.key)
 
 
 def test_trials_finish_in_the_order_their_recorded_seconds_say(sim, tmp_path):
     """Two at a time: a slot freed by a fast trial is refilled while the slow one still runs, as under Ray."""
     table = sim.load_table(write_table(tmp_path / "t.csv", seconds=lambda gens: 12.0 * gens))  # 8 gens: 4x 2 gens
-    design = sim.Design("fifo", ("search.scheduler.type=fifo", "search.num_samples=6", "race.enabled=false"))
+    design = sim.Design("fifo", ("search.sampler=random", "search.scheduler.type=fifo", "search.num_samples=6", "race.enabled=false"))
     trials = sim.simulate_search(sim.design_study(design, 4), sim.Draws(table, 4))
     ended = {t.number: t.ended_at for t in trials}
     assert [t.started_at for t in trials[:2]] == [0.0, 0.0]
@@ -143,9 +148,9 @@ def test_a_fallback_study_stays_within_the_plans_ceiling(sim, tmp_path):
     assert any(r["fallbacks"] > 0 for r in records), records
     for r in records:
         assert r["trial_epochs"] - r["search_epochs"] <= r["ceiling_epochs"], r
-        assert r["shipped"][0] == 1e-4  # a collapsing lr 1e-3 config never ships
+        assert all(key[0] == 1e-4 for key, _ in r["shipped"])  # a collapsing lr 1e-3 config never ships
     no_fallback = [sim.simulate_study(sim.Design("f0", ("race.fallbacks=0",)), table, seed) for seed in range(4)]
-    assert all(r["fallbacks"] == 0 and r["shipped"] == (1e-4, 8, 32) for r in no_fallback)  # the baseline stands
+    assert all(r["fallbacks"] == 0 and r["shipped"] == (((1e-4, 8, 32), 1.0),) for r in no_fallback)  # the baseline stands
 
 
 def test_the_simulated_sampler_proposes_what_the_real_search_proposes(sim, tmp_path):
@@ -155,7 +160,7 @@ def test_the_simulated_sampler_proposes_what_the_real_search_proposes(sim, tmp_p
     from ratiotune.search.launch import make_searcher, param_space
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
-    design = sim.Design("seq", ("search.max_concurrent_trials=1", "search.num_samples=7", "search.startup_trials=3",
+    design = sim.Design("seq", ("search.sampler=tpe", "search.max_concurrent_trials=1", "search.num_samples=7", "search.startup_trials=3",
                                 "search.scheduler.type=fifo", "race.enabled=false"))
     study = sim.design_study(design, 11)
     simulated = sim.simulate_search(study, sim.Draws(table, 11))
@@ -198,7 +203,8 @@ def test_the_sampler_settings_are_validated_and_reach_optuna(sim):
 
     study = sim.design_study(sim.Design("shipped"), 0)
     sampler = make_sampler(study)
-    assert type(sampler).__name__ == "TPESampler"
-    assert sampler._n_startup_trials == study.search.startup_trials == 3 and sampler._multivariate
+    assert type(sampler).__name__ == "StagedSampler" and len(sampler.grid) == study.search.lr_points == 10
+    tpe = make_sampler(sim.design_study(sim.Design("tpe", ("search.sampler=tpe", "search.startup_trials=3")), 0))
+    assert type(tpe).__name__ == "TPESampler" and tpe._n_startup_trials == 3
     with pytest.raises(StudyError, match=r"startup_trials: 3 is used only by sampler tpe or gp; sampler 'random'"):
         sim.design_study(sim.Design("bad", ("search.sampler=random", "search.startup_trials=3")), 0)

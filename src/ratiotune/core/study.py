@@ -454,7 +454,7 @@ class RaceSpec(Strict):
         "the plan line states the race's ceiling with it.",
     )
     fallbacks: int = Field(
-        2, ge=0,
+        1, ge=0,
         description="When the gate refuses the winner for its collapses, up to this many next configs of the search "
         "(by search/objective, ones that did not race) train on the same paired seeds, each gated in turn; the "
         "baseline's runs are reused. Each is a look of its own (race.confidence). Outside max_share's plan; the plan "
@@ -470,7 +470,7 @@ class RaceSpec(Strict):
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )
     max_share: float = Field(
-        0.65, gt=0, lt=1,
+        0.45, gt=0, lt=1,
         description="Most of the study's trial-epochs (search as really spent + race) that the selection and the first "
         "confirmation may take; when the planned race does not fit, it races fewer contenders or seeds and says so. "
         "A second look and fallbacks come on top (the plan line states the ceiling).",

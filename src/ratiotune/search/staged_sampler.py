@@ -12,8 +12,9 @@ The stages, counted over the trials the sampler draws (an enqueued baseline is n
    ASHA's early rungs see the whole range), every other value at its default;
 2. then: the best learning rate so far (completed trials, the study's direction), and one other
    value moved off its default per trial (every value of every other choice/int parameter);
-3. then: the best value of each parameter at that learning rate, with the learning rate moved by
-   up to half a grid step either way (drawn with the sampler's seed).
+3. then: each parameter at its best value among the trials at that learning rate that differ from
+   the defaults in it alone (a coordinate step), with the learning rate moved by up to half a grid
+   step either way (drawn with the sampler's seed).
 A parameter without a `default` uses train:'s value (the study's fixed one).
 """
 
@@ -76,12 +77,18 @@ class StagedSampler(optuna.samplers.BaseSampler):
             name, value = self.moves[move]
             values[name] = value
             return values
-        # Each parameter's best value among trials at (about) the best learning rate.
+        # A coordinate step: each parameter takes its best value among the trials at (about) the best
+        # learning rate that differ from the defaults in that parameter only.
         near = [t for t in done if abs(math.log(t.params.get(LR, values[LR]) / values[LR])) <= self.step / 2 + 1e-12]
+        best_values = {}
         for name in self.defaults:
-            tried = [t for t in near if name in t.params]
-            if name != LR and tried:
-                values[name] = max(tried, key=lambda t: sign * t.value).params[name]
+            if name == LR:
+                continue
+            alone = [t for t in near if all(t.params.get(o, self.defaults[o]) == self.defaults[o]
+                                            for o in self.defaults if o not in (LR, name))]
+            if alone:
+                best_values[name] = max(alone, key=lambda t: sign * t.value).params.get(name, self.defaults[name])
+        values.update(best_values)
         rng = np.random.default_rng([self.seed, number])
         spec = self.space[LR]
         values[LR] = float(min(spec.high, max(spec.low, values[LR] * math.exp(rng.uniform(-0.5, 0.5) * self.step))))
