@@ -65,6 +65,10 @@ def smoke_study():
     raw = yaml.safe_load(SMOKE.read_text())
     raw["search"]["space"] = {}
     raw["search"].pop("baseline", None)
+    # Nothing is searched in a run of the table: the study's sampler settings do not apply.
+    raw["search"]["sampler"] = "random"
+    for name in ("startup_trials", "multivariate", "lr_points"):
+        raw["search"].pop(name, None)
     return validate_study(raw, source=str(SMOKE))
 
 
@@ -126,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr-min", type=float, default=0.0,
                         help="train only grid points at or above this learning rate (extend the seeds where designs ship)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--write-only", action="store_true",
+                        help="rewrite the table and its .json from the runs file as it stands (a table cut short), no training")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -139,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                 done[key(run, run["seed"])] = run
     configs = grid(args.lrs)
     jobs = [(c, s) for s in range(args.seeds) for c in configs if key(c, s) not in done and c["learning_rate"] >= args.lr_min]
+    if args.write_only:
+        jobs = []
     print(f"{len(configs)} configs x {args.seeds} seeds: {len(done)} runs done, {len(jobs)} to go", flush=True)
     start = time.time()
     with open(log_path, "a") as log, multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=20) as pool:

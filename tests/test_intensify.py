@@ -161,10 +161,10 @@ def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
 
 
 def test_a_study_with_room_races_the_plan_as_set():
-    p = plan(RaceSpec(), search_epochs=30 * 12, run_epochs=12, available=6, baseline=True)
+    p = plan(RaceSpec(), search_epochs=20 * 12, run_epochs=12, available=6, baseline=True)
     assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 6, None)
     share = RaceSpec().max_share
-    assert p.budget == min(int(360 * share / (1 - share) / 12) - 12, 5 * 8) == 12 and p.share <= share
+    assert p.budget == min(int(240 * share / (1 - share) / 12) - 12, 5 * 8) == 12 and p.share <= share
     # The ceiling: the selection's 12, the confirmation's 2 x 6, a second look's 2 x 4, a fallback on all 10 seeds.
     assert p.ceiling == 12 + 12 + 8 + 10 and f"at most {p.ceiling} runs ({p.ceiling * 12} trial-epochs)" in p.line()
 

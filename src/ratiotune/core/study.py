@@ -461,7 +461,7 @@ class RaceSpec(Strict):
         "line states the race's ceiling with them (0: the baseline stands at once).",
     )
     confidence: float = Field(
-        0.90, gt=0.5, lt=1,
+        0.95, gt=0.5, lt=1,
         description="The race's one-sided confidence over all its looks (first, second look, each fallback): the "
         "chance that it confirms a challenger no better than the baseline is at most 1 - confidence. Each look "
         "uses 1 - (1 - confidence) / looks (Bonferroni).",
@@ -470,7 +470,7 @@ class RaceSpec(Strict):
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )
     max_share: float = Field(
-        0.45, gt=0, lt=1,
+        0.55, gt=0, lt=1,
         description="Most of the study's trial-epochs (search as really spent + race) that the selection and the first "
         "confirmation may take; when the planned race does not fit, it races fewer contenders or seeds and says so. "
         "A second look and fallbacks come on top (the plan line states the ceiling).",
