@@ -283,9 +283,9 @@ def label(name: str, field: list[Contender]) -> str:
 def stage_line(stage: Stage, protocol: Race, field: list[Contender]) -> str:
     seeds = sorted({r.seed for r in stage.requests})
     who = sorted({r.contender for r in stage.requests}, key=[c.name for c in field].index)
-    what = {"confirm": "confirmation on the test prompts", "confirm-2": "second look (the first fell short, the winner "
-            "leads on the mean)"}.get(stage.name, "fallback: the refused winner collapsed too often; the search's next config"
-                                      if stage.name.startswith("fallback") else "selection")
+    what = {"confirm": "confirmation on the test prompts", "confirm-2": "second look: the first fell short, the winner "
+            "leads on the mean"}.get(stage.name, "fallback: the refused winner collapsed too often; the search's next config"
+                                     if stage.name.startswith("fallback") else "selection")
     return (f"race {stage.name} ({what}): {'; '.join(label(n, field) for n in who)} x seeds "
             f"{', '.join(map(str, seeds))} = {len(stage.requests)} runs")
 
