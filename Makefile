@@ -31,8 +31,9 @@ test: install
 test-full-size: install
 	$(BIN)/python -m pytest -q -s -m full_size
 
-# The wheels bench/gpu_suite.py needs on the GPU node (Python 3.12) beyond its preinstalled
-# packages, into .whl/ (git-ignored; name it in the device tool's carry). ~4 MB.
+# The wheels the GPU window needs on the node (Python 3.12) beyond its preinstalled packages, into
+# .whl/ (git-ignored; name it in the device tool's carry): the training chain, a trimmed Ray, optuna
+# (23 wheels, 50.0 MiB). Fails if the repository + .whl reach 60 MiB (it prints the carry).
 gpu-wheels:
 	bench/gpu_wheels.sh .whl 3.12
 
