@@ -37,8 +37,9 @@ test-full-size: install
 gpu-wheels:
 	bench/gpu_wheels.sh .whl 3.12
 
-# The suite's --dry-run in a clean venv (this machine's torch, transformers 5.17, the same wheels
-# built for Python 3.11), offline, no Ray: once to its own deadline, once killed half-way.
+# The window rehearsed on CPU from the wheels that travel (built for Python 3.11: this machine's
+# torch), in a clean venv like the node's, offline, without .venv: the set imports, a real
+# `ratiotune search` of studies/gpu-window.yaml + race + `best`, then bench/gpu_window.py --dry-run.
 gpu-rehearsal:
 	bench/gpu_rehearsal.sh
 

@@ -21,6 +21,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +61,34 @@ def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path, gpu: f
     )
 
 
+def process_gpu_gib() -> float | None:
+    """This process's memory on the GPU as the driver sees it (reserved memory + CUDA context), or None.
+
+    NVML (pynvml, where installed), else nvidia-smi; None where neither lists this process (in a
+    container the driver may list host PIDs): the device-wide figure (device_used_gib) stands in.
+    """
+    pid = os.getpid()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        used = [proc.usedGpuMemory for i in range(pynvml.nvmlDeviceGetCount())
+                for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(i))
+                if proc.pid == pid and proc.usedGpuMemory is not None]  # fmt: skip
+        if used:
+            return sum(used) / GIB
+    except Exception:  # noqa: BLE001  (no pynvml, no driver: try the next way)
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout  # fmt: skip
+        mib = [float(used) for line in out.splitlines() if line.count(",") == 1
+               for owner, used in [line.split(",")] if owner.strip() == str(pid)]  # fmt: skip
+        return sum(mib) / 1024 if mib else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
     """One packed trial: the package's Trial on Ray's GPU, timing each epoch and recording peak memory."""
     import torch
@@ -83,11 +112,17 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
             indices = range(torch.cuda.device_count())
             allocated = max(torch.cuda.max_memory_allocated(i) for i in indices) / GIB
             reserved = max(torch.cuda.max_memory_reserved(i) for i in indices) / GIB
+            # What the driver sees: this process (reserved + context), and the whole GPU (every trial on it).
+            process = process_gpu_gib()
+            free, total = torch.cuda.mem_get_info()
+            device_used = (total - free) / GIB
         else:  # host peak RSS (kB on Linux), only so the dry run's column is not empty
             allocated = reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            process, device_used = None, None
         tune.report({"epoch": trial.epoch, "epoch_seconds": metrics["system/epoch_seconds"],
                      "eval_seconds": metrics["system/eval_seconds"], "peak_allocated_gib": allocated,
-                     "peak_reserved_gib": reserved, "start": start, "end": time.time()})
+                     "peak_reserved_gib": reserved, "process_gib": process, "device_used_gib": device_used,
+                     "start": start, "end": time.time()})
 
 
 def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: float | None = None) -> dict:
@@ -113,6 +148,11 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
     later = [f[f["epoch"] > 1] if len(f) > 1 else f for f in frames]
     starts, ends = [f["start"].iloc[0] for f in frames], [f["end"].iloc[-1] for f in frames]
     wall = max(ends) - min(starts)
+
+    def largest(column: str) -> float | None:
+        values = [v for f in frames if column in f for v in f[column] if v is not None and v == v]
+        return max(values) if values else None
+
     return {
         "packing": packing,
         "at_once": max_overlap(list(zip(starts, ends))),
@@ -121,6 +161,8 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
         "wall_s": wall,
         "allocated_gib": max(f["peak_allocated_gib"].max() for f in frames),
         "reserved_gib": max(f["peak_reserved_gib"].max() for f in frames),
+        "process_gib": largest("process_gib"),  # NVML/nvidia-smi per process, None where it cannot tell
+        "device_used_gib": largest("device_used_gib"),  # the whole GPU: all packed trials + their contexts
         "estimate_gib": study_estimate(study)[0].total / GIB,
     }
 

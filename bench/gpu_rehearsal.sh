@@ -82,6 +82,7 @@ grep -E "TERMINATED|confirmed|baseline stands" "$OUT/search.log" | tail -3 || tr
 head -1 "$OUT/best.log"
 echo "rehearsal 2: search + race + best in $(( $(date +%s) - start )) s ($(wc -l <"$OUT/search.log") lines of output)"
 
+[ -n "${SKIP_WINDOW:-}" ] && { echo "rehearsal 3 skipped (SKIP_WINDOW)"; exit 0; }
 echo "rehearsal 3: bench/gpu_window.py --dry-run --deadline 420 under a 480 s kill"
 start=$(date +%s)
 inside 480 python bench/gpu_window.py --dry-run --deadline 420 --out "$OUT/window.jsonl" >"$OUT/window.log" 2>"$OUT/window.err" \
