@@ -20,7 +20,7 @@ What one trial holds (two agents, comlrl's MAGRPO):
   float32 (measured on CPU: keys float32, values bfloat16).
 - with train.generation static/compiled (generation.py), that cache is not freed between
   calls: each agent keeps its static caches (rollouts: num_generations rows, one cache per
-  prompt-length bucket; eval: eval prompts x samples rows), each of prompt rounded up to 32
+  prompt-length bucket; compiled: one per (rows, bucket) of the rollout_buffer_size-prompt calls; eval: eval prompts x samples rows), each of prompt rounded up to 32
   tokens + max_new_tokens, for the whole trial, so they count with the states. (The test prompts' cache that a retrain run's
   last epoch adds is not counted.)
 - with train.generation compiled under autocast, each agent's bf16 decode copy of its weights
@@ -242,12 +242,25 @@ def study_estimate(study) -> tuple[Estimate, str]:
     decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu", threaded=study.resources.gpu >= 2)
     kept = 0
     if decoding != "eager":
-        # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
-        rollout_lengths = {cache_length(len(p), new_tokens) for p in train_prompts}
+        records = study.prompts("train")
+        if decoding == "compiled":
+            # Compiled rollouts decode the rollout_buffer_size prompts between two updates in one
+            # call (magrpo.RatioMAGRPOTrainer.batches_rollouts; training is single-turn): one cache per
+            # (rows, length) that the windows of the prompt list, in order, use; per agent's prompts.
+            window = study.train.rollout_buffer_size
+            rollout = 0
+            for f in formatters:
+                prompts = [f(r) for r in records]
+                keys = {(generations * len(prompts[i : i + window]), cache_length(max(map(len, prompts[i : i + window])), new_tokens))
+                        for i in range(0, len(prompts), window)}  # fmt: skip
+                rollout = max(rollout, sum(rows * length for rows, length in keys))
+        else:
+            # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
+            rollout = generations * sum({cache_length(len(p), new_tokens) for p in train_prompts})
         eval_prompts = [max((f(r) for f in formatters), key=len) for r in study.prompts("eval")]  # one call for all of them: one cache
         eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
         eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
-        kept = generations * sum(rollout_lengths) + eval_rows * eval_length
+        kept = rollout + eval_rows * eval_length
     shape = study_shape(study.model.name)
     result = estimate(
         shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
