@@ -4,8 +4,9 @@ Each packing N runs N identical trials at resources.gpu = 1/N through Ray Tune, 
 package's own training code path (trainable.Trial on the GPU Ray assigned), and prints:
 trials per GPU, median epoch time per trial, trials per GPU-hour (from the packing's wall
 time, model building and eval included) and peak GPU memory per trial (torch's
-max_memory_allocated / max_memory_reserved inside each trial; the CUDA context, ~0.5 GiB,
-comes on top). The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
+max_memory_allocated / max_memory_reserved inside each trial) beside what the driver sees (NVML
+or nvidia-smi for the trial's process: reserved memory + its CUDA context; where neither lists
+the process, the GPU's used memory over the trials at once) and the estimate. The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
 and vocabulary with random weights and the character tokenizer, so nothing is downloaded.
 
     python bench/gpu_packing.py               # on a GPU machine (sized for < 8 min on one H200)
@@ -205,11 +206,14 @@ def main() -> None:
             print(f"  packing {packing} done ({rows[-1]['wall_s']:.0f} s)", flush=True)
     base = rows[0]["trials_per_gpu_hour"]
     print("\n| trials/GPU | ran at once | epoch s/trial (median) | trials/GPU-hour | vs 1st row | "
-          "peak alloc GiB/trial | peak reserved GiB/trial | estimate GiB/trial |")
-    print("|---|---|---|---|---|---|---|---|")
+          "peak alloc GiB/trial | peak reserved GiB/trial | driver GiB/trial | estimate GiB/trial |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        # The driver's figure: this trial's process (NVML / nvidia-smi), else the whole GPU / trials at once.
+        driver = r["process_gib"] or (r["device_used_gib"] / r["at_once"] if r["device_used_gib"] else None)
         print(f"| {r['packing']} | {r['at_once']} | {r['epoch_s']:.1f} | {r['trials_per_gpu_hour']:.0f} | "
-              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | {r['estimate_gib']:.2f} |")
+              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | "
+              f"{'n/a' if driver is None else f'{driver:.2f}'} | {r['estimate_gib']:.2f} |")
     print(f"\ntotal {time.time() - began:.0f} s")
     ray.shutdown()
 
