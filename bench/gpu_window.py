@@ -26,6 +26,10 @@ random weights; float32 masters, bf16 autocast; 8 generations x 128 tokens unles
                 original's tokens; save and restore seconds, GB on disk
   profile       torch.profiler over 32 compiled decode steps: GPU-busy ms per step (kernel time)
                 vs wall ms per step, the host's top operators; the trace (gzip) beside --out
+  decode_loop   training.decode_loop (forward + sampling in one compiled step, preallocated buffers,
+                EOS checked every 8 steps) vs generate() compiled, both on the bf16 copy, 8 x 128
+                steps: ms per step (interleaved medians), greedy tokens equal or the first differing
+                step, CUDA-graph recordings after warm-up; the target is <= 1.5 ms per step on an H200
   logprob_gap   the same sampled tokens scored by the sampler (compiled, bf16 copy) and the trainer
                 (float32 masters under bf16 autocast; and pure float32): mean and max |log-prob
                 gap|, the sequence importance ratio; the bf16-vs-fp32 gradient cosine of the loss
@@ -59,7 +63,7 @@ DRY = {"model": "builtin:tiny", "generations": 2, "tokens": 16, "epoch_prompts":
        "pack_epochs": 1, "profile_steps": 8, "search_gpu": 0}  # fmt: skip
 # Seconds a section needs at most (on the GPU, in the dry run): skipped when less is left.
 NEED = {"env": (30, 60), "two_agents": (90, 90), "packing": (200, 150), "search": (120, 300),
-        "checkpoint": (90, 90), "profile": (60, 60), "logprob_gap": (60, 60)}  # fmt: skip
+        "checkpoint": (90, 90), "profile": (60, 60), "decode_loop": (90, 60), "logprob_gap": (60, 60)}  # fmt: skip
 ORDER = list(NEED)
 
 
@@ -333,6 +337,60 @@ def section_profile(sizes: dict, device: str, partial: Partial) -> dict:
             "trace": trace_file}  # fmt: skip
 
 
+def section_decode_loop(sizes: dict, device: str, partial: Partial) -> dict:
+    """Our decode loop vs generate(), compiled, on the same bf16 copy: ms per step and greedy tokens."""
+    import torch
+
+    from ratiotune.training.decode_loop import DecodeLoop
+
+    probe = gpu_suite.Probe(sizes, device)
+    copy_ = probe.decodings["compiled"].decoder()
+    mode = "reduce-overhead" if device.startswith("cuda") and sizes["backend"] == "inductor" else None
+    loop = DecodeLoop(copy_, compile_step=lambda fn: torch.compile(fn, backend=sizes["backend"], mode=mode, dynamic=False))
+    rows, steps = sizes["generations"], sizes["tokens"]
+    prompt = probe.prompt
+
+    def ours(greedy: bool = False):
+        with probe.autocast():
+            return loop.generate(
+                prompt.input_ids.expand(rows, -1) if greedy else prompt.input_ids,
+                prompt.attention_mask.expand(rows, -1) if greedy else prompt.attention_mask,
+                max_new_tokens=steps, pad_token_id=probe.tokenizer.pad_token_id, eos_token_id=-1,  # never stops: all steps
+                num_return_sequences=1 if greedy else rows, do_sample=not greedy, temperature=0.6, top_p=0.6,
+            )  # fmt: skip
+
+    seconds: dict[str, list[float]] = {"generate": [], "loop": []}
+    with counting_cudagraph_records() as records:
+        warm = {}
+        for name, call in (("generate", lambda: probe.generate("compiled")), ("loop", ours)):
+            for i in range(2):
+                sync(device)
+                start = time.perf_counter()
+                call()
+                sync(device)
+                warm[f"{name}_call{i + 1}_s"] = time.perf_counter() - start
+        recorded = records[0] if records is not None else None
+        partial.update(**warm)
+        for _ in range(max(3, sizes.get("repeats", 3))):
+            for name, call in (("generate", lambda: probe.generate("compiled")), ("loop", ours)):
+                sync(device)
+                start = time.perf_counter()
+                call()
+                sync(device)
+                seconds[name].append(time.perf_counter() - start)
+            partial.update(seconds=seconds)
+        after = None if records is None else records[0] - recorded
+    n = prompt.input_ids.shape[1]
+    reference = probe.generate("compiled", greedy=True)[0, n:]
+    mine = ours(greedy=True)[0, n:]
+    different = (reference != mine[: reference.numel()]).nonzero()
+    ms = {name: 1000 * statistics.median(s) / steps for name, s in seconds.items()}
+    return {**warm, "generate_ms_per_step": ms["generate"], "loop_ms_per_step": ms["loop"],
+            "speedup": ms["generate"] / ms["loop"], "rows": rows, "steps": steps,
+            "greedy_equal": not len(different), "greedy_first_diff": int(different[0]) if len(different) else None,
+            "cudagraph_records_after_warmup": after}  # fmt: skip
+
+
 def section_logprob_gap(sizes: dict, device: str, partial: Partial) -> dict:
     """The same sampled tokens scored by the sampler and by the trainer; the bf16-vs-fp32 gradient cosine."""
     import torch
@@ -378,7 +436,8 @@ def section_logprob_gap(sizes: dict, device: str, partial: Partial) -> dict:
 
 
 SECTIONS = {"env": section_env, "two_agents": section_two_agents, "packing": section_packing, "search": section_search,
-            "checkpoint": section_checkpoint, "profile": section_profile, "logprob_gap": section_logprob_gap}  # fmt: skip
+            "checkpoint": section_checkpoint, "profile": section_profile, "decode_loop": section_decode_loop,
+            "logprob_gap": section_logprob_gap}  # fmt: skip
 
 
 def describe(row: dict) -> str:
@@ -423,6 +482,11 @@ def describe(row: dict) -> str:
             text = (f"{row['steps']} compiled steps x {row['rows']} rows: wall {f(row['wall_ms_per_step'])} ms/step, GPU busy "
                     f"{f(row['gpu_busy_ms_per_step'])} ms/step ({f(row['gpu_busy_share'], '.0%') if row['gpu_busy_share'] is not None else 'n/a'}); "
                     f"top host op {row['host_top'][0][0] if row['host_top'] else 'n/a'}")  # fmt: skip
+        elif name == "decode_loop":
+            text = (f"our loop {f(row['loop_ms_per_step'])} ms/step vs generate() compiled {f(row['generate_ms_per_step'])} "
+                    f"({f(row['speedup'])}x; {row['rows']} rows x {row['steps']} steps); greedy "
+                    f"{'equal' if row['greedy_equal'] else 'first differs at step ' + str(row['greedy_first_diff'])}; "
+                    f"CUDA-graph recordings after warm-up {row['cudagraph_records_after_warmup']}")  # fmt: skip
         elif name == "logprob_gap":
             text = (f"sampler vs trainer |log-prob gap| mean {f(row['mean_abs_gap_sampler_vs_trainer'], '.3g')}, max "
                     f"{f(row['max_abs_gap_sampler_vs_trainer'], '.3g')} over {row['tokens']} tokens; autocast vs fp32 "

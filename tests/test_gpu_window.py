@@ -50,6 +50,9 @@ def test_the_dry_run_streams_every_section_in_the_issues_order_and_each_check_ho
     assert profile["gpu_busy_ms_per_step"] is None and profile["wall_ms_per_step"] > 0 and profile["host_top"]
     assert Path(profile["trace"]).exists() and Path(profile["trace"]).parent == tmp_path
 
+    loop = sections["decode_loop"]  # our decode loop: generate()'s greedy tokens on the same bf16 copy
+    assert loop["greedy_equal"] and loop["loop_ms_per_step"] > 0 and loop["generate_ms_per_step"] > 0
+
     gap = sections["logprob_gap"]
     assert gap["tokens"] == 2 * 16
     # On CPU the sampler's bf16 copy and the trainer's autocast differ by bf16 rounding only.
