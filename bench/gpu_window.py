@@ -281,21 +281,28 @@ def section_checkpoint(sizes: dict, device: str, partial: Partial) -> dict:
                 checked += 1
                 if not torch.equal(state[name].to(device), loaded[key][name].to(device)):
                     moments.append(f"agent {i} param {key} {name}")
-    # Compiled greedy decoding: the restored trial's copy follows its restored masters.
-    tokens = {}
-    for name, trial in (("original", original), ("restored", restored)):
-        trainer = trial.trainer
-        tokens[name] = trainer.decoding[0].decoder()  # refreshed from the masters (version counters)
-    copies_equal = all(torch.equal(a, b) for a, b in zip(tokens["original"].parameters(), tokens["restored"].parameters()))
-    answers = {name: trial.trainer.sample_answers(["Describe a village on a whale:"], 0, 1, sizes["tokens"])
-               for name, trial in (("original", original), ("restored", restored))}  # fmt: skip
+    # Compiled greedy decoding: the restored trial's bf16 copy follows its restored masters (version
+    # counters), and its compiled graph then gives the original's tokens.
+    copies_equal = all(torch.equal(a, b) for a, b in zip(original.trainer.decoding[0].decoder().parameters(),
+                                                         restored.trainer.decoding[0].decoder().parameters()))  # fmt: skip
+
+    def greedy(trial) -> torch.Tensor:
+        trainer, tokenizer = trial.trainer, trial.trainer.tokenizers[0]
+        batch = tokenizer(["Describe a village on the back of a whale:"], return_tensors="pt").to(device)
+        decoding = trainer.decoding[0]
+        kwargs = decoding.generate_kwargs("greedy", 1, batch.input_ids.shape[1], sizes["tokens"])
+        with torch.inference_mode(), trainer.autocast(device):
+            return decoding.decoder().generate(**batch, do_sample=False, max_new_tokens=sizes["tokens"],
+                                               min_new_tokens=sizes["tokens"], pad_token_id=tokenizer.pad_token_id, **kwargs)  # fmt: skip
+
+    greedy_equal = bool(torch.equal(greedy(original), greedy(restored)))
     return {"weights_differed_before_restore": differed, "weight_tensors_unequal": len(weights),
             "first_unequal_weight": weights[0] if weights else None, "adamw_tensors_checked": checked,
             "adamw_tensors_unequal": len(moments), "first_unequal_moment": moments[0] if moments else None,
             "decode_copies_equal": copies_equal, "epoch_restored": restored.epoch,
             "save_s": save_s, "restore_s": restore_s, "checkpoint_gb": size / 1e9,
-            "sampled_answer_chars": {k: len(v[0][0]) for k, v in answers.items()},
-            "verdict": "bit-equal" if not weights and not moments and copies_equal else "MISMATCH"}  # fmt: skip
+            "compiled_greedy_equal": greedy_equal,
+            "verdict": "bit-equal" if not weights and not moments and copies_equal and greedy_equal else "MISMATCH"}  # fmt: skip
 
 
 def section_profile(sizes: dict, device: str, partial: Partial) -> dict:
@@ -476,7 +483,8 @@ def describe(row: dict) -> str:
                     f"{row['best_headline']}")  # fmt: skip
         elif name == "checkpoint":
             text = (f"{row['verdict']}: {row['weight_tensors_unequal']} weight and {row['adamw_tensors_unequal']} of "
-                    f"{row['adamw_tensors_checked']} AdamW tensors unequal, decode copies equal {row['decode_copies_equal']}; "
+                    f"{row['adamw_tensors_checked']} AdamW tensors unequal, decode copies equal {row['decode_copies_equal']}, "
+                    f"compiled greedy tokens equal {row['compiled_greedy_equal']}; "
                     f"save {f(row['save_s'], '.1f')} s, restore {f(row['restore_s'], '.1f')} s, {f(row['checkpoint_gb'], '.3g')} GB")  # fmt: skip
         elif name == "profile":
             text = (f"{row['steps']} compiled steps x {row['rows']} rows: wall {f(row['wall_ms_per_step'])} ms/step, GPU busy "

@@ -44,7 +44,7 @@ def test_the_dry_run_streams_every_section_in_the_issues_order_and_each_check_ho
     checkpoint = sections["checkpoint"]
     assert checkpoint["verdict"] == "bit-equal" and checkpoint["weights_differed_before_restore"]
     assert checkpoint["adamw_tensors_checked"] > 0 and checkpoint["adamw_tensors_unequal"] == 0
-    assert checkpoint["decode_copies_equal"] and checkpoint["epoch_restored"] == 1
+    assert checkpoint["decode_copies_equal"] and checkpoint["compiled_greedy_equal"] and checkpoint["epoch_restored"] == 1
 
     profile = sections["profile"]
     assert profile["gpu_busy_ms_per_step"] is None and profile["wall_ms_per_step"] > 0 and profile["host_top"]
