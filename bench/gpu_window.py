@@ -387,6 +387,7 @@ def section_decode_loop(sizes: dict, device: str, partial: Partial) -> dict:
                 seconds[name].append(time.perf_counter() - start)
             partial.update(seconds=seconds)
         after = None if records is None else records[0] - recorded
+    skips = compile_counters()["cudagraph_skips"]  # a graph compiled but not run as a CUDA graph would show here
     n = prompt.input_ids.shape[1]
     reference = probe.generate("compiled", greedy=True)[0, n:]
     mine = ours(greedy=True)[0, n:]
@@ -395,7 +396,7 @@ def section_decode_loop(sizes: dict, device: str, partial: Partial) -> dict:
     return {**warm, "generate_ms_per_step": ms["generate"], "loop_ms_per_step": ms["loop"],
             "speedup": ms["generate"] / ms["loop"], "rows": rows, "steps": steps,
             "greedy_equal": not len(different), "greedy_first_diff": int(different[0]) if len(different) else None,
-            "cudagraph_records_after_warmup": after}  # fmt: skip
+            "cudagraph_records_after_warmup": after, "cudagraph_skips": skips}  # fmt: skip
 
 
 def section_logprob_gap(sizes: dict, device: str, partial: Partial) -> dict:
@@ -494,7 +495,8 @@ def describe(row: dict) -> str:
             text = (f"our loop {f(row['loop_ms_per_step'])} ms/step vs generate() compiled {f(row['generate_ms_per_step'])} "
                     f"({f(row['speedup'])}x; {row['rows']} rows x {row['steps']} steps); greedy "
                     f"{'equal' if row['greedy_equal'] else 'first differs at step ' + str(row['greedy_first_diff'])}; "
-                    f"CUDA-graph recordings after warm-up {row['cudagraph_records_after_warmup']}")  # fmt: skip
+                    f"CUDA-graph recordings after warm-up {row['cudagraph_records_after_warmup']}, "
+                    f"cudagraph_skips {row.get('cudagraph_skips')}")  # fmt: skip
         elif name == "logprob_gap":
             text = (f"sampler vs trainer |log-prob gap| mean {f(row['mean_abs_gap_sampler_vs_trainer'], '.3g')}, max "
                     f"{f(row['max_abs_gap_sampler_vs_trainer'], '.3g')} over {row['tokens']} tokens; autocast vs fp32 "

@@ -14,8 +14,9 @@ Not wired into training: `bench/gpu_window.py` measures it against `generate()` 
 left-padded prompts, and sampled tokens that pass a test of homogeneity against `generate()`'s.
 
 The sampling is transformers' own order and rules (temperature, then top-k, then top-p keeping at
-least one token, then one multinomial draw over the softmax), so the distribution is the same; the
-random stream is not (a run is reproducible with itself, not with `generate()`'s draws).
+least one token, then one draw over the softmax, by the exponential race instead of torch.multinomial:
+the same distribution, no host sync), so the distribution is the same; the random stream is not (a run
+is reproducible with itself, not with `generate()`'s draws).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ import torch
 from transformers import StaticCache
 
 from ratiotune.training.generation import CACHE_KWARG, cache_length
+
+
+def draw(probs: torch.Tensor) -> torch.Tensor:
+    """One index per row, with probability `probs` (rows sum to 1): the exponential race, argmax(p / E) with
+    E ~ Exp(1), which picks i with probability p_i exactly like torch.multinomial, without a host sync and
+    without multinomial's kernel inside a CUDA graph (gpt-fast samples this way)."""
+    return (probs / torch.empty_like(probs).exponential_(1)).argmax(dim=-1)
 
 
 def filter_logits(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float) -> torch.Tensor:
@@ -77,8 +85,7 @@ class DecodeLoop:
         logits = self.model(input_ids=token, position_ids=position, cache_position=cache_position, attention_mask=mask,
                             use_cache=True, **{CACHE_KWARG: cache}).logits[:, -1, :].float()  # fmt: skip
         if sampling["do_sample"]:
-            probs = filter_logits(logits, sampling["temperature"], sampling["top_k"], sampling["top_p"]).softmax(-1)
-            chosen = torch.multinomial(probs, 1)[:, 0]
+            chosen = draw(filter_logits(logits, sampling["temperature"], sampling["top_k"], sampling["top_p"]).softmax(-1))
         else:
             chosen = logits.argmax(-1)
         chosen = torch.where(finished, torch.full_like(chosen, pad), chosen)
@@ -110,7 +117,7 @@ class DecodeLoop:
                             cache_position=torch.arange(width, device=device), use_cache=True,
                             **{CACHE_KWARG: cache}).logits[:, -1, :].float()  # fmt: skip
         if do_sample:
-            first = torch.multinomial(filter_logits(logits, temperature, top_k, top_p).softmax(-1), 1)[:, 0]
+            first = draw(filter_logits(logits, temperature, top_k, top_p).softmax(-1))
         else:
             first = logits.argmax(-1)
         out = torch.full((rows, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
