@@ -32,7 +32,9 @@ random weights; float32 masters, bf16 autocast; 8 generations x 128 tokens unles
                 step, CUDA-graph recordings after warm-up; the target is <= 1.5 ms per step on an H200
   logprob_gap   the same sampled tokens scored by the sampler (compiled, bf16 copy) and the trainer
                 (float32 masters under bf16 autocast; and pure float32): mean and max |log-prob
-                gap|, the sequence importance ratio; the bf16-vs-fp32 gradient cosine of the loss
+                gap|, the sequence importance ratio; the bf16-vs-fp32 gradient cosine of the loss;
+                and the gap of two eager decode copies (all bf16; float32 embeddings and norms) to
+                the trainer: does keeping those in float32 close it?
 """
 
 from __future__ import annotations
@@ -424,6 +426,22 @@ def section_logprob_gap(sizes: dict, device: str, partial: Partial) -> dict:
     with torch.no_grad():
         mixed, full = trainer_logprobs(True), trainer_logprobs(False)
     gap = sampler - mixed
+
+    # Would a decode copy with float32 embeddings and norms (the residual stream then stays float32
+    # under autocast, as the trainer's does) close the gap? Both copies scored eagerly on the same tokens.
+    import copy as copying
+
+    def copy_logprobs(keep_float32: bool) -> torch.Tensor:
+        variant = copying.deepcopy(model).eval().requires_grad_(False)
+        for name, param in variant.named_parameters():
+            if not (keep_float32 and ("embed_tokens" in name or "norm" in name)):
+                param.data = param.data.to(torch.bfloat16)
+        with torch.no_grad(), probe.autocast():
+            logits = variant(input_ids=sequences).logits[:, n - 1 : -1]
+        del variant
+        return logits.float().log_softmax(-1).gather(-1, completion[..., None])[..., 0]
+
+    copy_bf16, copy_mixed = copy_logprobs(False), copy_logprobs(True)
     ratio = (mixed - sampler).sum(-1).exp()  # the sequence importance ratio trainer / sampler
     # Gradient cosine: the same policy-gradient loss (fixed advantages) under bf16 autocast vs float32.
     advantages = torch.linspace(-1, 1, sequences.shape[0], device=sequences.device)
@@ -440,7 +458,9 @@ def section_logprob_gap(sizes: dict, device: str, partial: Partial) -> dict:
             "max_abs_gap_sampler_vs_trainer": float(gap.abs().max()), "mean_gap": float(gap.mean()),
             "mean_abs_gap_autocast_vs_fp32": float((mixed - full).abs().mean()),
             "sequence_ratio_min": float(ratio.min()), "sequence_ratio_max": float(ratio.max()),
-            "grad_cosine_bf16_vs_fp32": cosine, "grad_norm_ratio": float(g_mixed.norm() / g_full.norm())}  # fmt: skip
+            "grad_cosine_bf16_vs_fp32": cosine, "grad_norm_ratio": float(g_mixed.norm() / g_full.norm()),
+            "mean_abs_gap_bf16_copy_eager_vs_trainer": float((copy_bf16 - mixed).abs().mean()),
+            "mean_abs_gap_fp32_embed_norm_copy_vs_trainer": float((copy_mixed - mixed).abs().mean())}  # fmt: skip
 
 
 SECTIONS = {"env": section_env, "two_agents": section_two_agents, "packing": section_packing, "search": section_search,
@@ -501,7 +521,9 @@ def describe(row: dict) -> str:
             text = (f"sampler vs trainer |log-prob gap| mean {f(row['mean_abs_gap_sampler_vs_trainer'], '.3g')}, max "
                     f"{f(row['max_abs_gap_sampler_vs_trainer'], '.3g')} over {row['tokens']} tokens; autocast vs fp32 "
                     f"{f(row['mean_abs_gap_autocast_vs_fp32'], '.3g')}; sequence ratio [{f(row['sequence_ratio_min'], '.3g')}, "
-                    f"{f(row['sequence_ratio_max'], '.3g')}]; grad cosine bf16 vs fp32 {f(row['grad_cosine_bf16_vs_fp32'], '.4f')}")  # fmt: skip
+                    f"{f(row['sequence_ratio_max'], '.3g')}]; grad cosine bf16 vs fp32 {f(row['grad_cosine_bf16_vs_fp32'], '.4f')}; "
+                    f"eager copies vs trainer: all-bf16 {f(row.get('mean_abs_gap_bf16_copy_eager_vs_trainer'), '.3g')}, "
+                    f"fp32 embeddings+norms {f(row.get('mean_abs_gap_fp32_embed_norm_copy_vs_trainer'), '.3g')}")  # fmt: skip
         else:
             text = json.dumps(figures, default=str)[:400]
     except (KeyError, TypeError, ValueError, IndexError):
