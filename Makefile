@@ -31,13 +31,15 @@ test: install
 test-full-size: install
 	$(BIN)/python -m pytest -q -s -m full_size
 
-# The wheels bench/gpu_suite.py needs on the GPU node (Python 3.12) beyond its preinstalled
-# packages, into .whl/ (git-ignored; name it in the device tool's carry). ~4 MB.
+# The wheels the GPU window needs on the node (Python 3.12) beyond its preinstalled packages, into
+# .whl/ (git-ignored; name it in the device tool's carry): the training chain, a trimmed Ray, optuna
+# (23 wheels, 50.0 MiB). Fails if the repository + .whl reach 60 MiB (it prints the carry).
 gpu-wheels:
 	bench/gpu_wheels.sh .whl 3.12
 
-# The suite's --dry-run in a clean venv (this machine's torch, transformers 5.17, the same wheels
-# built for Python 3.11), offline, no Ray: once to its own deadline, once killed half-way.
+# The window rehearsed on CPU from the wheels that travel (built for Python 3.11: this machine's
+# torch), in a clean venv like the node's, offline, without .venv: the set imports, a real
+# `ratiotune search` of studies/gpu-window.yaml + race + `best`, then bench/gpu_window.py --dry-run.
 gpu-rehearsal:
 	bench/gpu_rehearsal.sh
 

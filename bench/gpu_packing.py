@@ -4,8 +4,9 @@ Each packing N runs N identical trials at resources.gpu = 1/N through Ray Tune, 
 package's own training code path (trainable.Trial on the GPU Ray assigned), and prints:
 trials per GPU, median epoch time per trial, trials per GPU-hour (from the packing's wall
 time, model building and eval included) and peak GPU memory per trial (torch's
-max_memory_allocated / max_memory_reserved inside each trial; the CUDA context, ~0.5 GiB,
-comes on top). The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
+max_memory_allocated / max_memory_reserved inside each trial) beside what the driver sees (NVML
+or nvidia-smi for the trial's process: reserved memory + its CUDA context; where neither lists
+the process, the GPU's used memory over the trials at once) and the estimate. The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
 and vocabulary with random weights and the character tokenizer, so nothing is downloaded.
 
     python bench/gpu_packing.py               # on a GPU machine (sized for < 8 min on one H200)
@@ -21,6 +22,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +62,34 @@ def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path, gpu: f
     )
 
 
+def process_gpu_gib() -> float | None:
+    """This process's memory on the GPU as the driver sees it (reserved memory + CUDA context), or None.
+
+    NVML (pynvml, where installed), else nvidia-smi; None where neither lists this process (in a
+    container the driver may list host PIDs): the device-wide figure (device_used_gib) stands in.
+    """
+    pid = os.getpid()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        used = [proc.usedGpuMemory for i in range(pynvml.nvmlDeviceGetCount())
+                for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(i))
+                if proc.pid == pid and proc.usedGpuMemory is not None]  # fmt: skip
+        if used:
+            return sum(used) / GIB
+    except Exception:  # noqa: BLE001  (no pynvml, no driver: try the next way)
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout  # fmt: skip
+        mib = [float(used) for line in out.splitlines() if line.count(",") == 1
+               for owner, used in [line.split(",")] if owner.strip() == str(pid)]  # fmt: skip
+        return sum(mib) / 1024 if mib else None
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
 def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
     """One packed trial: the package's Trial on Ray's GPU, timing each epoch and recording peak memory."""
     import torch
@@ -83,11 +113,17 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
             indices = range(torch.cuda.device_count())
             allocated = max(torch.cuda.max_memory_allocated(i) for i in indices) / GIB
             reserved = max(torch.cuda.max_memory_reserved(i) for i in indices) / GIB
+            # What the driver sees: this process (reserved + context), and the whole GPU (every trial on it).
+            process = process_gpu_gib()
+            free, total = torch.cuda.mem_get_info()
+            device_used = (total - free) / GIB
         else:  # host peak RSS (kB on Linux), only so the dry run's column is not empty
             allocated = reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            process, device_used = None, None
         tune.report({"epoch": trial.epoch, "epoch_seconds": metrics["system/epoch_seconds"],
                      "eval_seconds": metrics["system/eval_seconds"], "peak_allocated_gib": allocated,
-                     "peak_reserved_gib": reserved, "start": start, "end": time.time()})
+                     "peak_reserved_gib": reserved, "process_gib": process, "device_used_gib": device_used,
+                     "start": start, "end": time.time()})
 
 
 def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: float | None = None) -> dict:
@@ -113,6 +149,11 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
     later = [f[f["epoch"] > 1] if len(f) > 1 else f for f in frames]
     starts, ends = [f["start"].iloc[0] for f in frames], [f["end"].iloc[-1] for f in frames]
     wall = max(ends) - min(starts)
+
+    def largest(column: str) -> float | None:
+        values = [v for f in frames if column in f for v in f[column] if v is not None and v == v]
+        return max(values) if values else None
+
     return {
         "packing": packing,
         "at_once": max_overlap(list(zip(starts, ends))),
@@ -121,6 +162,8 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
         "wall_s": wall,
         "allocated_gib": max(f["peak_allocated_gib"].max() for f in frames),
         "reserved_gib": max(f["peak_reserved_gib"].max() for f in frames),
+        "process_gib": largest("process_gib"),  # NVML/nvidia-smi per process, None where it cannot tell
+        "device_used_gib": largest("device_used_gib"),  # the whole GPU: all packed trials + their contexts
         "estimate_gib": study_estimate(study)[0].total / GIB,
     }
 
@@ -163,11 +206,14 @@ def main() -> None:
             print(f"  packing {packing} done ({rows[-1]['wall_s']:.0f} s)", flush=True)
     base = rows[0]["trials_per_gpu_hour"]
     print("\n| trials/GPU | ran at once | epoch s/trial (median) | trials/GPU-hour | vs 1st row | "
-          "peak alloc GiB/trial | peak reserved GiB/trial | estimate GiB/trial |")
-    print("|---|---|---|---|---|---|---|---|")
+          "peak alloc GiB/trial | peak reserved GiB/trial | driver GiB/trial | estimate GiB/trial |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        # The driver's figure: this trial's process (NVML / nvidia-smi), else the whole GPU / trials at once.
+        driver = r["process_gib"] or (r["device_used_gib"] / r["at_once"] if r["device_used_gib"] else None)
         print(f"| {r['packing']} | {r['at_once']} | {r['epoch_s']:.1f} | {r['trials_per_gpu_hour']:.0f} | "
-              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | {r['estimate_gib']:.2f} |")
+              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | "
+              f"{'n/a' if driver is None else f'{driver:.2f}'} | {r['estimate_gib']:.2f} |")
     print(f"\ntotal {time.time() - began:.0f} s")
     ray.shutdown()
 

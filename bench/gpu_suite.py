@@ -498,15 +498,15 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def child(name: str, sizes: dict, device: str, partial_path: Path) -> int:
-    """Run one section in this process; its result (or error) goes to `partial_path`."""
+def child(name: str, sizes: dict, device: str, partial_path: Path, sections: dict | None = None) -> int:
+    """Run one section (of `sections`, default this suite's) in this process; its result (or error) goes to `partial_path`."""
     die_with_parent()
     sys.path[:0] = [str(REPO / "src"), str(BENCH)]
     os.environ.setdefault("WANDB_MODE", "disabled")
     partial = Partial(partial_path)
     shims = install_shims()
     try:
-        result = SECTIONS[name](sizes, device, partial)
+        result = (sections or SECTIONS)[name](sizes, device, partial)
     except BaseException as exc:  # noqa: BLE001  (SystemExit too: the row says what stopped it)
         traceback.print_exc()
         partial.update(error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}", stand_ins=shims)
@@ -574,13 +574,13 @@ def describe(row: dict) -> str:
     return lead + prefix + text + " |"
 
 
-def run_section(name: str, sizes: dict, device: str, budget: float, env: dict) -> dict:
-    """`name` in a subprocess, killed after `budget` seconds; its figures, partial ones on a failure."""
+def run_section(name: str, sizes: dict, device: str, budget: float, env: dict, script: Path | None = None) -> dict:
+    """`name` in a subprocess of `script` (default this suite), killed after `budget` seconds; its figures, partial ones on a failure."""
     with tempfile.TemporaryDirectory(prefix=f"gpu-suite-{name}-") as tmp:
         partial = Path(tmp) / "partial.json"
         start = time.perf_counter()
         process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--section", name, "--sizes", json.dumps(sizes),
+            [sys.executable, str(script or Path(__file__).resolve()), "--section", name, "--sizes", json.dumps(sizes),
              "--device", device, "--partial", str(partial), "--of", str(env["GPU_SUITE_OUT"])],
             env=env, process_group=0, stdout=sys.stderr, stderr=sys.stderr,  # its own group (not session): killed as one
         )  # fmt: skip

@@ -121,11 +121,14 @@ def test_compiled_decoding_never_recompiles_after_warm_up(tiny_study, tmp_path):
 
     trial.run_epoch()
     graphs = counters["stats"]["unique_graphs"]
-    # A rollout graph and an eval graph; the two agents share them (Dynamo passes the weights
-    # in as graph inputs, so its guards do not pin one module instance).
-    assert graphs == 2
+    # Two rollout graphs and an eval graph: compiled rollouts decode the 2 prompts between two
+    # updates (rollout_buffer_size 2) in one call of 4 rows, and the third prompt alone (2 rows).
+    # The two agents share them (Dynamo passes the weights in as graph inputs, so its guards do
+    # not pin one module instance).
+    assert graphs == 3
     addresses = cache_addresses(trial)
-    assert len(addresses) == 4
+    assert len(addresses) == 6
+    assert sorted({key[:2] for _, key in addresses}) == [("eval", 4), ("rollout", 2), ("rollout", 4)]
 
     frames = counters["frames"]["total"]  # every compile Dynamo starts, in any thread
 
@@ -240,7 +243,7 @@ def test_compiled_decoding_under_autocast_uses_a_bf16_copy_that_follows_each_ste
     metrics = trial.run_epoch()
     assert metrics["infeasible"] == 0
     for agent, decoding, old in zip(trial.trainer.agents, trial.trainer.decoding, before):
-        assert decoding._copy is not None and sorted(k[0] for k in decoding.caches) == ["eval", "rollout"]
+        assert decoding._copy is not None and sorted({k[0] for k in decoding.caches}) == ["eval", "rollout"]
         assert any(not torch.equal(p, q) for p, q in zip(agent.parameters(), old))  # the agent was updated
         masters = dict(agent.named_parameters())
         assert all(torch.equal(p, masters[n].detach().to(torch.bfloat16)) for n, p in decoding._copy.named_parameters())
@@ -259,3 +262,91 @@ def test_float16_is_refused_at_validation_naming_field_value_and_allowed(tiny_st
     for dtype in ("auto", "bfloat16", "float32"):
         study["model"]["dtype"] = dtype
         assert validate_study(study).model.dtype == dtype
+
+
+def compiled_trial(tiny_study, **train) -> Trial:
+    study = validate_study({**tiny_study, "train": {**tiny_study["train"], "generation": "compiled", **train}})
+    trial = Trial(study, {})
+    for decoding in trial.trainer.decoding:
+        decoding.compile_config = compile_config("cpu", backend="aot_eager")
+    return trial
+
+
+def per_prompt_and_batched(trainer, items, agent_idx: int = 0):
+    """comlrl's call per prompt (as before) and one batched call for all of them, in comlrl's format."""
+    args = trainer.args
+    alone = [
+        trainer._generate_completions(trainer.agents[agent_idx], [item], agent_idx=agent_idx,
+                                      num_return_sequences=args.num_generations, max_new_tokens=args.max_new_tokens)
+        for item in items
+    ]  # fmt: skip
+    return alone, trainer._generate_batched(agent_idx, items)
+
+
+def test_batched_rollouts_give_each_prompts_own_call_with_greedy_sampling(tiny_study):
+    """top_k 1 makes sampling greedy: the one left-padded call for the prompts between two updates
+    gives every prompt exactly what its own call gave (tokens, lengths, texts, prompt ids), also when
+    rows stop early at different steps (EOS made a frequent token, so the cut to each prompt's own
+    stopping step is exercised)."""
+    trial = compiled_trial(tiny_study, top_k=1, max_new_tokens=16, num_generations=2)
+    trainer = trial.trainer
+    assert trainer.batches_rollouts() and int(trainer.args.rollout_buffer_size) == 2
+    items = [batch[0] for batch in trainer.get_train_dataloader()]
+    alone, batched = per_prompt_and_batched(trainer, items)
+    for own, got in zip(alone, batched):
+        assert got["completions"] == own["completions"] and got["response_lens"] == own["response_lens"]
+        assert torch.equal(got["prompt_input_ids"], own["prompt_input_ids"])
+        assert all(torch.equal(a, b) for a, b in zip(got["completion_input_ids"][0], own["completion_input_ids"][0]))
+    # Early stops: the token the agent emits most often becomes EOS for this agent.
+    tokens = torch.cat([t for own in alone for t in own["completion_input_ids"][0]])
+    frequent = int(tokens.bincount().argmax())
+    trainer.agents[0].generation_config.eos_token_id = frequent
+    alone, batched = per_prompt_and_batched(trainer, items)
+    lengths = [len(t) for own in alone for t in own["completion_input_ids"][0]]
+    assert min(lengths) < 16, "no prompt's call stopped early: the cut was not exercised"
+    for own, got in zip(alone, batched):
+        assert [len(t) for t in got["completion_input_ids"][0]] == [len(t) for t in own["completion_input_ids"][0]]
+        assert all(torch.equal(a, b) for a, b in zip(got["completion_input_ids"][0], own["completion_input_ids"][0]))
+        assert got["response_lens"] == own["response_lens"] and got["completions"] == own["completions"]
+
+
+def test_batched_rollouts_sample_the_per_prompt_distribution(tiny_study):
+    """With the study's sampling (temperature 0.6, top-p 0.6) both paths draw from one distribution.
+    Rows are independent draws, so each prompt's first and second sampled tokens over 128 rollouts per
+    path go into a chi-square test of homogeneity: not rejected (p > 0.001), while the control
+    (the batched path with top_k 1: greedy, another distribution) is rejected everywhere (p < 1e-6)."""
+    from scipy.stats import chi2_contingency
+
+    trial = compiled_trial(tiny_study, max_new_tokens=4, num_generations=8)
+    trainer = trial.trainer
+    items = [batch[0] for batch in trainer.get_train_dataloader()][:2]
+
+    def draws(batched: bool, calls: int = 16) -> dict[tuple[int, int], list[int]]:
+        """(prompt, position) -> the tokens sampled there, one per rollout."""
+        seen: dict[tuple[int, int], list[int]] = {}
+        for call in range(calls):
+            torch.manual_seed(1000 + call + (500 if batched else 0))
+            outputs = trainer._generate_batched(0, items) if batched else per_prompt_and_batched(trainer, items)[0]
+            for prompt, out in enumerate(outputs):
+                for row in out["completion_input_ids"][0]:
+                    for position in (0, 1):
+                        seen.setdefault((prompt, position), []).append(int(row[position]))
+        return seen
+
+    def p_value(a: list[int], b: list[int]) -> float:
+        """Chi-square homogeneity of two samples of tokens; tokens seen < 5 times in all are pooled."""
+        counts = {t: (a.count(t), b.count(t)) for t in set(a) | set(b)}
+        common = [c for c in counts.values() if sum(c) >= 5]
+        rare = (sum(c[0] for c in counts.values() if sum(c) < 5), sum(c[1] for c in counts.values() if sum(c) < 5))
+        table = common + ([rare] if sum(rare) else [])
+        if len(table) < 2:
+            return 1.0  # one token only, on both paths
+        return float(chi2_contingency(list(zip(*table)))[1])
+
+    per_prompt, batched = draws(False), draws(True)
+    for key in per_prompt:
+        assert len(per_prompt[key]) == len(batched[key]) == 128
+        assert p_value(per_prompt[key], batched[key]) > 1e-3, key
+    trainer.args.top_k = 1
+    control = draws(True, calls=8)
+    assert max(p_value(per_prompt[key], control[key]) for key in per_prompt) < 1e-6

@@ -28,6 +28,8 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
 - Rollouts and eval differ in batch (num_generations vs eval prompts x samples) and in
   grad mode (comlrl generates under inference_mode with requires_grad off), so each
   purpose has its own cache and its own graph: one cache per (purpose, rows, length).
+  Compiled rollouts decode the rollout_buffer_size prompts between two updates in one call
+  (magrpo.RatioMAGRPOTrainer.batches_rollouts), so their rows are prompts x num_generations.
   The two agents share each Dynamo graph (their weights are graph inputs, not guarded by
   identity), so a trial compiles one graph per rollout prompt bucket in use (the builtin
   prompts are 23-47 characters: 1 or 2 buckets with the character tokenizer, 1 with Qwen's)
@@ -71,11 +73,10 @@ def resolve(mode: str, device: str | torch.device, threaded: bool = False) -> st
     auto = compiled on CUDA, eager on CPU, and eager when `threaded` (one GPU per agent:
     comlrl's parallel_training="mp" generates both agents from two threads at once, and
     torch.compile and CUDA graphs are not thread-safe: pytorch/pytorch#118260, #123177;
-    study.py refuses an explicit 'compiled' there). The CUDA choice is from public figures, not
-    measured here (no GPU was lent to this work): eager HF decoding is bound by kernel
-    launches at ~15-30 ms per step, CUDA graphs bring it to ~1-2 ms (transformers' "LLM
-    inference optimization" docs: ~4x; gpt-fast 25 -> 107 tokens/s). On CPU
-    bench/generation_speed.py measured compiled 1.08x (0.5B shape) to 1.18x (builtin:tiny)
+    study.py refuses an explicit 'compiled' there). The CUDA choice is measured (one H200,
+    2026-12-04, bench/gpu_suite.py, the 0.5B shape at 8 x 128 tokens under bf16 autocast):
+    eager 17.9 ms per decode step, compiled 3.4 ms (5.3x), 9.7 s vs 2.1 s per 2-prompt epoch.
+    On CPU bench/generation_speed.py measured compiled 1.08x (0.5B shape) to 1.18x (builtin:tiny)
     per step for 3-57 s of compiling per graph, and static alone 0.92-0.96x
     (docs/gpus-and-clusters.md has the figures), so CPU stays eager.
     """

@@ -12,7 +12,10 @@ version runs one forward per completion and one full-vocabulary log_softmax per
 generated token, which dominates the update with Qwen's 151,936-token vocabulary.
 
 Rollouts and eval decode through one `generation.Decoding` per agent (train.generation:
-eager, or a kept static KV cache, compiled or not).
+eager, or a kept static KV cache, compiled or not). With compiled decoding, the prompts that
+are sampled from the same weights (the rollout_buffer_size prompts between two updates) are
+decoded in one generate() call per agent (`_prefetch_rollouts`): decoding is bound by
+sequential steps, so one 16-row call takes about the steps of one 8-row call.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.distributed import unwrap_model
 from comlrl.utils.reward_processor import RewardProcessors
 from comlrl.utils.reward_utils import call_reward_function, resolve_reward_range
+from comlrl.utils.tokenizer_utils import apply_tokenizer_specials
 from datasets import Dataset
 from safetensors.torch import load_file
 
@@ -119,6 +123,8 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
     autocast_dtype: torch.dtype | None = None
     # One per agent (build_trainer); None = comlrl's own generate() call, unchanged.
     decoding: list[Decoding] | None = None
+    # Rollouts decoded ahead by _prefetch_rollouts, per (agent, id(dataset item)); taken by _generate_completions.
+    _prefetched: dict[tuple[int, int], dict[str, Any]] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -153,6 +159,11 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         max_new_tokens: int = 128, **kwargs: Any,
     ) -> dict[str, Any]:
         plain_prompts = kwargs.get("prompts_override") is None and kwargs.get("external_prompts") is None
+        if plain_prompts and len(batch_items) == 1 and self._prefetched:
+            output = self._prefetched.pop((agent_idx, id(batch_items[0])), None)
+            if output is not None:
+                self._count("generated_tokens", sum(output["response_lens"]))
+                return output
         if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
             # Compiled decoding under autocast samples from the agent's bf16 copy (generation.Decoding.decoder).
             agent = self.decoding[agent_idx].decoder()
@@ -174,6 +185,71 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         self._count("generated_tokens", sum(output["response_lens"]))
         return output
 
+    def _prefetch_rollouts(self, items: list[Any]) -> None:
+        """Decode every item's rollouts in one generate() call per agent (both agents at once with "mp")."""
+        outputs = self._run_agent_tasks(lambda agent_idx: self._generate_batched(agent_idx, items))
+        self._prefetched = {(agent_idx, id(item)): out for agent_idx, per_item in enumerate(outputs) for item, out in zip(items, per_item)}
+
+    def _generate_batched(self, agent_idx: int, items: list[Any]) -> list[dict[str, Any]]:
+        """num_generations rollouts of each item from one left-padded generate() call, in comlrl's per-prompt format.
+
+        Each item's dict is what comlrl 1.4.3's _generate_completions returns for that item alone:
+        its own (unpadded) prompt ids, and completions cut where its own call would have stopped
+        (the step at which the last of its rows emitted EOS, or max_new_tokens), so the loss scores
+        the same tokens, trailing pads included. The sampling arguments are comlrl's.
+        """
+        decoding, tokenizer = self.decoding[agent_idx], self.tokenizers[agent_idx]
+        model = decoding.decoder()
+        apply_tokenizer_specials(tokenizer, [unwrap_model(self.agents[agent_idx])])
+        device = next(model.parameters()).device
+        gens, max_new = int(self.args.num_generations), int(self.args.max_new_tokens)
+        prompts = [self.formatters[agent_idx](item) for item in items]
+        side, tokenizer.padding_side = tokenizer.padding_side, "left"
+        try:
+            batch = tokenizer(prompts, padding=True, truncation=True, return_tensors="pt").to(device)
+        finally:
+            tokenizer.padding_side = side
+        width = batch.input_ids.shape[1]
+        sampling = {"do_sample": True, "temperature": self.args.temperature, "top_p": self.args.top_p, "num_beams": 1}
+        if getattr(self.args, "top_k", None) is not None:
+            sampling["top_k"] = self.args.top_k
+        with torch.inference_mode(), self.autocast(device):
+            sequences = model.generate(
+                input_ids=batch.input_ids, attention_mask=batch.attention_mask, max_new_tokens=max_new,
+                num_return_sequences=gens, return_dict_in_generate=True, **sampling,
+                **decoding.generate_kwargs("rollout", len(items) * gens, width, max_new),
+            ).sequences  # fmt: skip
+        completions = sequences[:, width:]
+        eos = model.generation_config.eos_token_id
+        eos = torch.tensor([eos] if isinstance(eos, int) else list(eos or []), device=device)
+        agent = unwrap_model(self.agents[agent_idx])
+        outputs = []
+        for index, prompt in enumerate(prompts):
+            rows = completions[index * gens : (index + 1) * gens]
+            # Where this item's own call would have stopped: all its rows finished (EOS) or max_new_tokens.
+            stopped = torch.isin(rows, eos) if eos.numel() else torch.zeros_like(rows, dtype=torch.bool)
+            ends = [int(r.nonzero()[0]) + 1 if r.any() else rows.shape[1] for r in stopped]
+            rows = rows[:, : max(ends)]
+            own = tokenizer([prompt], padding=True, truncation=True, return_tensors="pt").to(device)
+            tokens = [row for row in rows]
+            lens = []
+            for row in tokens:
+                pads = (row == tokenizer.pad_token_id).nonzero()
+                lens.append(int(pads[0]) if pads.shape[0] > 0 else row.shape[0])
+            full = torch.cat([own.input_ids.expand(gens, -1), rows], dim=1)
+            outputs.append({
+                "prompts": [prompt], "batch_items": [items[index]],
+                "prompt_input_ids": own.input_ids, "prompt_attention_mask": own.attention_mask,
+                "completions": [[tokenizer.decode(t[:n], skip_special_tokens=True) for t, n in zip(tokens, lens)]],
+                "completion_input_ids": [tokens],
+                "completion_attention_mask": [[torch.ones(len(t), device=device) for t in tokens]],
+                "response_lens": lens,
+                "reference_kls": self._reference_kl_values(
+                    agent_idx, agent, full, torch.ones_like(full), own.input_ids.shape[1], lens
+                ),
+            })  # fmt: skip
+        return outputs
+
     def _update_from_samples(self, agent_idx: int, samples: list[Any]) -> None:
         super()._update_from_samples(agent_idx, samples)
         if self.decoding is not None:
@@ -182,22 +258,47 @@ class RatioMAGRPOTrainer(MAGRPOTrainer):
         # updating one after the other, only one agent's float32 gradients are alive at a time.
         self.optimizers[agent_idx].zero_grad(set_to_none=True)
 
+    def batches_rollouts(self) -> bool:
+        """Whether the prompts between two updates are decoded in one call per agent.
+
+        Only with compiled decoding (train.generation auto on one GPU, or compiled): there the
+        steps are what costs. eager and static keep comlrl's one call per prompt, so their
+        rollouts, and every CPU figure measured before, stay what they were bit for bit (a batched
+        call draws the same distribution from another random stream). Single-turn only.
+        """
+        return (
+            self.decoding is not None
+            and all(d.mode == "compiled" for d in self.decoding)
+            and int(self.args.num_turns) == 1
+        )
+
     def run_epoch(self) -> None:
         """One pass over the training prompts, updating whenever a rollout buffer fills."""
         for agent in self.agents:
             agent.train()
-        for batch in self.get_train_dataloader():
-            self.reward_func.start_group()
+        items = [batch[0] for batch in self.get_train_dataloader()]
+        # Single-turn, every prompt adds one sample to each agent's buffer, and both agents update
+        # when rollout_buffer_size samples are in (the buffers are empty at an epoch's start):
+        # the prompts of one window are all sampled from the same weights.
+        window = int(self.args.rollout_buffer_size) if self.batches_rollouts() else 1
+        for start in range(0, len(items), window):
+            group = items[start : start + window]
             try:
-                self._train_step_returns(batch[0])
+                if len(group) > 1:
+                    self._prefetch_rollouts(group)
+                for item in group:
+                    self.reward_func.start_group()
+                    self._train_step_returns(item)
+                    # Stop at the first sign of divergence instead of training on.
+                    if self.nonfinite_losses or self.first_nonfinite_parameter():
+                        return
             except (ValueError, RuntimeError) as exc:
                 if not is_nonfinite_sampling(exc):
                     raise
                 self.nonfinite_sampling = str(exc)
                 return
-            # Stop at the first sign of divergence instead of training on.
-            if self.nonfinite_losses or self.first_nonfinite_parameter():
-                return
+            finally:
+                self._prefetched = None
         # Flush partial buffers so every epoch ends at a clean, checkpointable boundary.
         self._drain_ready_buffers([i for i, buffer in enumerate(self.rollout_buffers) if buffer])
 

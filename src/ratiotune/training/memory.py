@@ -20,13 +20,17 @@ What one trial holds (two agents, comlrl's MAGRPO):
   float32 (measured on CPU: keys float32, values bfloat16).
 - with train.generation static/compiled (generation.py), that cache is not freed between
   calls: each agent keeps its static caches (rollouts: num_generations rows, one cache per
-  prompt-length bucket; eval: eval prompts x samples rows), each of prompt rounded up to 32
+  prompt-length bucket; compiled: one per (rows, bucket) of the rollout_buffer_size-prompt calls; eval: eval prompts x samples rows), each of prompt rounded up to 32
   tokens + max_new_tokens, for the whole trial, so they count with the states. (The test prompts' cache that a retrain run's
   last epoch adds is not counted.)
 - with train.generation compiled under autocast, each agent's bf16 decode copy of its weights
   (generation.Decoding.decoder: 2 bytes per parameter), kept for the whole trial; its kept
   caches then hold keys in the compute dtype too.
-- with CUDA, the context of the trial's process (each trial is its own process).
+- with CUDA, what the process holds beyond the tensors counted above: the caching allocator's
+  reserved-but-unallocated blocks and what the arithmetic misses (ALLOCATOR_MARGIN), and the CUDA
+  context of the trial's process (CUDA_CONTEXT_BYTES; each trial is its own process). This is the
+  figure that packs trials: Ray's trials share the GPU's memory as NVML sees it, reserved memory
+  and contexts included, not torch's max_memory_allocated.
 Generation and update do not overlap, so the peak is the states (and kept caches) plus the larger of the two phases.
 """
 
@@ -42,9 +46,16 @@ MASTER_BYTES = 4  # weights, gradients and AdamW moments are float32 (models.loa
 # MLP's gate, up, activation and product (4 I). Attention runs through SDPA, which keeps
 # no seq x seq matrix.
 SAVED_PER_TOKEN_H, SAVED_PER_TOKEN_I = 8, 4
-# What a CUDA context and the caching allocator's slack take per process, measured
-# roughly on recent GPUs; only counted when the trial runs on a GPU.
-CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+# Only counted when the trial runs on a GPU. Measured once (H200, torch 2.11, CUDA 13, the 0.5B
+# shape, 8 x 128 tokens; docs/gpus-and-clusters.md): the allocator's peak ran 6% over this
+# arithmetic (19.70 GiB allocated vs 18.6 compiled; 17.58 vs 16.5 eager) and reserved ran 5% over
+# allocated (20.67 vs 19.70; 18.50 vs 17.58): reserved = 1.11 x the arithmetic. The margin doubles
+# that (0.20): one measurement, one shape, and a fragmentation that grows with other shapes.
+ALLOCATOR_MARGIN = 0.20
+# The CUDA context per process: ~0.5 GiB for the bare context on recent GPUs (lazy module
+# loading), plus cuBLAS workspaces and every kernel module loaded into it (inductor's compiled
+# kernels, Triton's): 1 GiB, twice the bare figure, until the window's NVML reading replaces it.
+CUDA_CONTEXT_BYTES = int(1.0 * GIB)
 
 
 @dataclass(frozen=True)
@@ -81,11 +92,23 @@ class Estimate:
     cuda_context: int
     kept_caches: int = 0  # both agents' static caches, kept for the whole trial
     decode_copies: int = 0  # both agents' compute-dtype copies for compiled decoding
+    allocator_margin: float = 0.0  # on a GPU: reserved + unaccounted memory, as a share of `tensors`
+
+    @property
+    def tensors(self) -> int:
+        """The arithmetic: the peak bytes of the tensors counted (what max_memory_allocated should read)."""
+        states = self.weights + self.gradients + self.optimizer + self.kept_caches + self.decode_copies
+        return states + max(self.update_activations, self.generation)
+
+    @property
+    def reserve(self) -> int:
+        """The caching allocator's slack on top of `tensors` (0 off a GPU)."""
+        return int(self.tensors * self.allocator_margin)
 
     @property
     def total(self) -> int:
-        states = self.weights + self.gradients + self.optimizer + self.kept_caches + self.decode_copies
-        return states + max(self.update_activations, self.generation) + self.cuda_context
+        """What the trial's process holds at its peak: tensors + the allocator's slack + the CUDA context."""
+        return self.tensors + self.reserve + self.cuda_context
 
     def describe(self) -> str:
         g = lambda n: f"{n / GIB:.3g}"  # noqa: E731  (3 significant digits: tiny models are ~0.001 GiB)
@@ -94,6 +117,7 @@ class Estimate:
             + (f" + kept static caches {g(self.kept_caches)} GiB" if self.kept_caches else "")
             + (f" + decode copies {g(self.decode_copies)} GiB" if self.decode_copies else "")
             + f", then max(update activations {g(self.update_activations)}, generation cache {g(self.generation)}) GiB"
+            + (f" + allocator reserve ({self.allocator_margin:.0%}) {g(self.reserve)} GiB" if self.reserve else "")
             + (f" + CUDA context {g(self.cuda_context)} GiB" if self.cuda_context else "")
             + f" = {g(self.total)} GiB"
         )
@@ -138,6 +162,7 @@ def estimate(
         update_activations=activations + logits + autocast_weights,
         generation=2 * (kv_cache + sampler),
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
+        allocator_margin=ALLOCATOR_MARGIN if on_gpu else 0.0,
         kept_caches=2 * kept_cache_tokens * kept_per_token,
         decode_copies=2 * params * size if copy else 0,
     )
@@ -154,7 +179,7 @@ def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_
         return f"packing: resources.gpu=0 -> trials run on CPU ({per_trial.total / GIB:.3g} GiB of host memory each)", False
     if gpu >= 2:
         # One agent per GPU: each GPU holds half of everything but the whole CUDA context.
-        per_gpu = (per_trial.total - per_trial.cuda_context) / 2 + per_trial.cuda_context
+        per_gpu = (per_trial.tensors + per_trial.reserve) / 2 + per_trial.cuda_context
         line, need = f"packing: resources.gpu={gpu:g} -> one agent per GPU, ~{per_gpu / GIB:.2f} GiB on each", per_gpu
     else:
         n = trials_per_gpu(gpu)
@@ -217,12 +242,25 @@ def study_estimate(study) -> tuple[Estimate, str]:
     decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu", threaded=study.resources.gpu >= 2)
     kept = 0
     if decoding != "eager":
-        # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
-        rollout_lengths = {cache_length(len(p), new_tokens) for p in train_prompts}
+        records = study.prompts("train")
+        if decoding == "compiled":
+            # Compiled rollouts decode the rollout_buffer_size prompts between two updates in one
+            # call (magrpo.RatioMAGRPOTrainer.batches_rollouts; training is single-turn): one cache per
+            # (rows, length) that the windows of the prompt list, in order, use; per agent's prompts.
+            window = study.train.rollout_buffer_size
+            rollout = 0
+            for f in formatters:
+                prompts = [f(r) for r in records]
+                keys = {(generations * len(prompts[i : i + window]), cache_length(max(map(len, prompts[i : i + window])), new_tokens))
+                        for i in range(0, len(prompts), window)}  # fmt: skip
+                rollout = max(rollout, sum(rows * length for rows, length in keys))
+        else:
+            # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
+            rollout = generations * sum({cache_length(len(p), new_tokens) for p in train_prompts})
         eval_prompts = [max((f(r) for f in formatters), key=len) for r in study.prompts("eval")]  # one call for all of them: one cache
         eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
         eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
-        kept = generations * sum(rollout_lengths) + eval_rows * eval_length
+        kept = rollout + eval_rows * eval_length
     shape = study_shape(study.model.name)
     result = estimate(
         shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
