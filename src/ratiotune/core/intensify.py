@@ -1,9 +1,7 @@
-"""The race's decisions as a policy: which runs next, who is cut, who wins, and whether it ships.
+"""The race's selection (Intensifier), its plan and its gate: pure rules, no Ray, torch or files.
 
-No Ray, no torch, no files: race.py drives this policy with Ray Tune runs, and
-bench/simulate.py drives the very same code with values looked up in a table of runs
-trained once, so its settings (the RaceSpec fields) can be chosen on thousands of simulated
-studies instead of a few real ones.
+core/race_protocol.Race strings them into the whole race; race.py and bench/simulate.py both
+drive that object, so the simulated studies that choose the RaceSpec defaults run these rules.
 
     policy = Intensifier(["baseline", "t1", "t2"], spec, seeds=[1, 2, ...], budget=24, worst=0.0)
     while not policy.done:
@@ -44,23 +42,14 @@ whether it ships.
 
 The gate (`gate`), after selection: the winner and the baseline train on further fresh seeds
 (paired) and are scored on the test prompts at the final epoch. The winner is recommended
-only if (a) the one-sided 90% lower bound of the mean paired improvement over the baseline,
-mean(d) - t(0.90, n-1)·sd(d)/sqrt(n) with d = winner - baseline per seed (baseline - winner
-for a metric to minimise), is above 0, and (b) its collapse share on those seeds is at most
-`max_collapse_share`. When it falls short but the winner is ahead on the mean, the race gives
-both `second_look_seeds` more paired seeds and the gate decides once more on all of them.
-
-Why 90% and a second look, not 95% on one look: chosen on simulated smoke studies
-(bench/simulate.py, docs/search-quality.md). The winner's per-seed outcomes are bimodal (0 on
-some seeds, 0.5-0.7 on others); one zero among 6 seeds sinks a 95% t bound, and the 95% gate
-kept the baseline in 48% of studies although the refused winner was truly better than the
-baseline in 9 of 10 of them. What the gate must prevent, shipping a config truly worse than
-the baseline, the 90% gate with a second look did in 0 of 600 simulated studies (1 of 600
-against a baseline worth 0.268 that is easy to lose to; shipping whenever the winner leads on
-the mean: 6 of 600 there). The search's ranking and the race already filter; the gate is a
-further, independent check on fresh seeds. (A t bound, not the sign test: a sign test
-on 6 seeds needs 6 of 6 wins; an exact sign-flip test at the same level did no better, and
-the per-seed values are printed beside the bound.)
+only if (a) the one-sided lower bound of the mean paired improvement over the baseline,
+mean(d) - t(c, n-1)·sd(d)/sqrt(n) with d = winner - baseline per seed (baseline - winner for a
+metric to minimise), is above 0, and (b) its collapse share on those seeds is at most
+`max_collapse_share`. The level c is the look's: core/race_protocol.py spends the race's error
+over every look it may take (first, second look, fallbacks), so the whole race holds its stated
+level. A t bound, not the sign test: a sign test on 6 seeds needs 6 of 6 wins; the per-seed
+values are printed beside the bound. The figures behind these choices are in
+docs/search-quality.md (bench/simulate.py).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) ->
         raise StudyError(f"no study named {record[1]!r} in {record[0]}") from None
     study.set_user_attr("race_winner", winner_trial)
     # The same words as `best` and the race summary: the verdict, then the figures on fresh seeds
-    # (mean, sd, 95% CI of the mean, 95% PI of one new run, collapse share with its Wilson interval).
+    # (mean, sd, 95% CI of the mean, collapse share with its Wilson interval).
     study.set_user_attr("race_verdict", headline[0])
     study.set_user_attr("honest_figure", " ".join(line.strip() for line in headline[1:4]))
     study.set_user_attr("race_summary", headline)

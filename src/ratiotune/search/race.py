@@ -1,36 +1,18 @@
 """The race: after the search, name a winner the study stands behind, or say the baseline stands.
 
-A search ranks configs by one noisy run each (one seed, sampled rollouts, 48 eval pairs),
-so its best figure is the maximum of many noisy numbers: optimistic. Measured on the smoke
-task, one config's final figure spans 0.06-0.67 over seeds, and about 1 run in 4 at high
-learning rates collapses to 0. The race runs in two steps; the rules live in intensify.py
-(pure: bench/simulate.py replays them on tables), this file runs them with Ray Tune:
+A search ranks configs by one noisy run each (one seed, sampled rollouts, 48 eval pairs), so its
+best figure is the maximum of many noisy numbers: optimistic. The race's rules are one object,
+core/race_protocol.Race (selection on paired fresh seeds, confirmation on the test prompts, a
+second look, fallbacks, the gate, the race's error spent over its looks: its docstring and
+docs/search-pipeline.md). This file only runs what that object asks for with Ray Tune, one stage
+at a time, tells it each run's figure, and writes what it decided: race/summary.json, summary.md,
+and the lines `best` prints.
 
-1. Selection on fresh seeds, by intensification against the baseline (SMAC3's intensifier,
-   irace's F-race): the baseline is the incumbent from the start, the search's top configs
-   challenge it on the same seeds (paired), a contender worse than the incumbent by a paired
-   sign test is cut after >= race.min_seeds seeds, and the runs saved go to more seeds for the
-   rest, up to race.max_seeds, within race.max_share of the study's trial-epochs (the search
-   counted as it really ran: ASHA stops trials early). A race too big for a small study is
-   fitted (fewer contenders or seeds) and one line says so.
-2. Confirmation and the gate (Eimer et al. 2023: tune on some seeds, report on others): the
-   winner and the baseline train on race.confirm_seeds further paired seeds; each run's final
-   epoch is scored on the test prompts (never trained on, never selected on) with
-   race.test_samples_factor x the search's eval pairs. A diverged or errored run scores the
-   metric's worst value and counts in n. The winner is recommended only if the one-sided 90%
-   lower bound of its paired margin over the baseline is > 0 and its collapse share is at most
-   race.max_collapse_share; when that falls short but the winner leads on the mean, both train
-   on race.second_look_seeds more paired seeds (round confirm-2) and the gate decides on all of
-   them. A winner refused for its collapses hands over to the search's next config (one that did
-   not race), trained on the same paired seeds beside the baseline's runs and gated in turn, up
-   to race.fallbacks configs (round fallback-1, ...); otherwise "not confirmed: the baseline
-   stands". The confirmation
-   runs keep their final agents: those are what the figure describes, and what `best` names.
-
-Each round is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ...,
-confirm), readable by core/experiment.py like any experiment, so `resume` continues a race that was
-interrupted: the policy is deterministic given the values, so finished rounds are read back
-and replayed, an interrupted one is restored.
+Each stage is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ..., confirm,
+confirm-2, fallback-1, ...), readable by core/experiment.py like any experiment, so `resume`
+continues a race that was interrupted: the protocol is deterministic given the figures, so
+finished stages are read back and told again, an interrupted one is restored. The confirmation
+runs keep their final agents: those are what the figure describes, and what `best` names.
 """
 
 from __future__ import annotations
