@@ -64,14 +64,18 @@ def test_the_truth_comes_from_seeds_no_study_draws(sim, tmp_path):
     mixed = table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16})
     assert table.true_value(mixed) == pytest.approx(w_low * table.true_value(low) + w_high * table.true_value(high))
     key = (1e-3, 4, 16)
-    assert table.truth_seeds[key] == [0, 2, 4] and table.draw_seeds[key] == [1, 3, 5] and table.epochs == 12
-    assert table.true_value(key) == pytest.approx(np.mean([level(1e-3, 4, 16, s) for s in (0, 2, 4)]), abs=1e-4)
-    draws = sim.Draws(table, study_seed=5)
+    view = table.split(5)  # study 5's own split: half the seeds define the truth, the study draws from the rest
+    truth, drawable = view.truth_seeds[key], view.draw_seeds[key]
+    assert len(truth) == len(drawable) == 3 and sorted(truth + drawable) == list(range(6)) and table.epochs == 12
+    assert view.truth_seeds == {k: truth for k in view.keys}  # the same seeds for every config
+    assert any(table.split(s).truth_seeds[key] != truth for s in range(6, 12))  # redrawn per study
+    assert view.true_value(key) == pytest.approx(np.mean([level(1e-3, 4, 16, s) for s in truth]), abs=1e-4)
+    draws = sim.Draws(view, study_seed=5)
     drawn = {draws.run(key, f"race/c{i}/{i}") for i in range(200)}
-    assert drawn == {table.runs[key][s] for s in (1, 3, 5)}  # every draw seed, never a truth seed
+    assert drawn == {table.runs[key][s] for s in drawable}  # every draw seed, never a truth seed
     assert draws.run(key, "race/c1/7") == draws.run(key, "race/c1/7")  # one identity, one run
     diverged = table.runs[(1e-3, 8, 32)][2]
-    assert diverged.test == 0.0 and diverged.collapsed and diverged.epochs == 6 and table.true_value((1e-3, 8, 32)) == 0.0
+    assert diverged.test == 0.0 and diverged.collapsed and diverged.epochs == 6 and view.true_value((1e-3, 8, 32)) == 0.0
 
 
 def asha_stops(grace: int, factor: float, epochs: int, trials: list[list[float]]) -> list[int]:
