@@ -16,9 +16,10 @@ from pathlib import Path
 import yaml
 
 from ratiotune.core import provenance
-from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, TASK_ERROR, Experiment, error_summary, load_experiment
 from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
 from ratiotune.core.wandb_settings import WandbSettings
+from ratiotune.tasks import TaskError
 
 EXIT_USAGE = 2
 EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except StudyError as exc:
         print(f"ratiotune: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TaskError as exc:  # `train`: the task's reward or measure failed on real answers
+        print(f"ratiotune: error: task error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `ratiotune fields | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -200,7 +204,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
     if storage.exists(experiment_dir):
-        raise StudyError(f"{experiment_dir} already exists; pass another --name (experiments are never overwritten)")
+        raise StudyError(f"{experiment_dir} already exists; {rerun_hint(experiment_dir)}")
     location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
     try:
         taken = bool(study.search.optuna_storage) and optuna_study.study_exists(location, study.name)
@@ -212,10 +216,15 @@ def cmd_search(args: argparse.Namespace) -> int:
             "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
         )
 
+    from ratiotune.training.probe import probe_answers
+
+    # Before Ray starts and before any folder exists: most task bugs end here, in seconds.
+    pairs, seconds = probe_answers(study)
     from ratiotune.search.progress import header
 
     log_file = ray_log_file(experiment_dir, args.verbose)
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
+    print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: ok ({seconds:.1f} s)")
     try:
         start_ray(args.address, log_file)
         # The cluster's nodes, not this machine's: a trial must fit on one node.
@@ -235,6 +244,27 @@ def cmd_search(args: argparse.Namespace) -> int:
         provenance.write(experiment_dir, args.argv)
     wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
     return run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
+
+
+def rerun_hint(experiment_dir) -> str:
+    """What to do about a taken --name: a folder whose every trial failed holds nothing to keep."""
+    from ratiotune.core import storage
+
+    hint = "pass another --name (experiments are never overwritten)"
+    if storage.is_uri(experiment_dir):
+        return hint
+    try:
+        experiment = load_experiment(experiment_dir)
+    except StudyError:
+        return hint
+    study = experiment.study
+    statuses = [trial.status(study.train.epochs) for trial in experiment.trials]
+    failed = [s for s in statuses if s in (ERRORED, TASK_ERROR)]
+    if not failed or len(failed) < len(statuses) or experiment.ranked():
+        return hint
+    what = "stopped on a task error" if TASK_ERROR in failed else "errored"
+    return (f"every trial in it {what} ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
+            f"rerun with another --name, or delete it first (rm -r {experiment_dir})")
 
 
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
@@ -371,8 +401,15 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     print(f"\nexperiment: {experiment.directory}  ({len(experiment.trials)} trials)")
     statuses = {trial.name: trial.status(study.train.epochs) for trial in experiment.trials}
     for trial in experiment.trials:
-        if statuses[trial.name] in (ERRORED, INFEASIBLE):
+        if statuses[trial.name] == TASK_ERROR:
+            print(f"task error: {trial.name}: {trial.task_error}")
+        elif statuses[trial.name] in (ERRORED, INFEASIBLE):
             print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or error_summary(trial.error) or ''}")
+    task_errors = [trial for trial in experiment.trials if statuses[trial.name] == TASK_ERROR]
+    if task_errors:
+        # The study stopped at the first one (search/stop.py): its figures are a bug's, not a result.
+        return (f"the task failed on real answers, so the study stopped ({task_errors[0].name}): {task_errors[0].task_error}. "
+                f"Fix the task, then rerun with another --name or delete {experiment.directory}")
     infeasible = sum(status == INFEASIBLE for status in statuses.values())
     errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")

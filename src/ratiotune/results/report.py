@@ -25,6 +25,7 @@ from ratiotune.core.experiment import (
     INFEASIBLE,
     STATUSES,
     STOPPED,
+    TASK_ERROR,
     UNFINISHED,
     Experiment,
     TrialResult,
@@ -285,6 +286,13 @@ def no_effect_warnings(study: Study, importance: Importance | None) -> list[str]
 def failure_warnings(experiment: Experiment) -> list[str]:
     epochs = experiment.study.train.epochs
     total = len(experiment.trials)
+    task_errors = [t for t in experiment.trials if t.status(epochs) == TASK_ERROR]
+    if task_errors:
+        # A bug in the task's own code, whatever the hyperparameters: never blame the learning rate.
+        return [
+            f"**The task failed on real answers** ({len(task_errors)} of {total} trials; the study stopped at the first): "
+            f"`{task_errors[0].task_error}`. Fix the task (reward or measure), then rerun the search."
+        ]
     errored = [t for t in experiment.trials if t.status(epochs) == ERRORED]
     infeasible = [t for t in experiment.trials if t.status(epochs) == INFEASIBLE]
     failed = len(errored) + len(infeasible)
@@ -302,7 +310,8 @@ def failure_warnings(experiment: Experiment) -> list[str]:
         reason = infeasible[0].infeasible_reason
         hint = f" at learning_rate {rates[0]:.3g}–{rates[-1]:.3g}: consider a lower search.space.learning_rate.high" if rates else ""
         lines.append(f"Infeasible (diverged) trials, e.g. `{reason}`{hint}.")
-    lines.append("Each trial folder's error.txt has the full traceback.")
+    if errored:  # only errored trials have one; a diverged trial ends cleanly with its reason in result.json
+        lines.append("Each errored trial's folder has error.txt with the full traceback.")
     return [" ".join(lines)]
 
 
@@ -392,7 +401,7 @@ def render_markdown(
     else:
         lines.append(f"- No trial has reported {metric} yet.")
     lines.append(
-        f"- Trials: {len(trials)} — " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s != UNFINISHED) + "."
+        f"- Trials: {len(trials)} — " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s not in (UNFINISHED, TASK_ERROR)) + "."
     )
     if counts[UNFINISHED]:
         lines.append(
