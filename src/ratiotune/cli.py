@@ -503,48 +503,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_best(args: argparse.Namespace) -> int:
     """The winner as study values: the race's when it has run (with the honest figure), else the search's top."""
-    from ratiotune.search import race
+    from ratiotune.results.recommended import recommended
 
-    experiment = load_experiment(args.experiment)
-    study = experiment.study
-    metric, mode = study.search.metric, study.search.mode
-    ranked = experiment.ranked()
-    if not ranked:
-        raise StudyError(f"{experiment.directory}: no trial reported {metric} yet")
-    summary = race.load_summary(experiment.directory)
-    window = study.search.objective_window
-    if summary is not None:
-        recommended = summary["recommended"]
-        print(f"# {race.verdict(summary)}")
-        w = summary["winner"]
-        print(f"# race winner: {'the baseline' if summary.get('race_kept_baseline') else race.config_text(w['config'])}"
-              f" (figures below; best challenger: search trial {w['search_trial']})")
-        for line in race.headline(summary)[1:]:
-            print(f"# {line}")
-        if recommended["which"] is None:
-            print("# nothing recommended: the study has no baseline and its winner did not pass the gate")
-            values = summary["winner"]["hyperparameters"]
-        else:
-            values = recommended["hyperparameters"]
-            print(f"# recommended: the {recommended['which']}; its final agents (agent_0/, agent_1/), one per confirmation seed:")
-            for path in recommended["agents"]:
-                print(f"#   {path}")
-        trial = None
-    else:
-        trial = ranked[0]
-        values = study.hyperparameters(trial.config)
-        print(f"# best trial: {trial.name}")
-        why = study.race_skipped() or f"the race has not finished: ratiotune resume {experiment.directory}"
-        print(f"# no honest figure: no fresh-seed confirmation ({why})")
-        print(
-            f"# selection figure (optimistic: the value it was picked on): {metric} objective "
-            f"{trial.score(metric, window):.4f} (mean of its last {window} epochs; best epoch "
-            f"{trial.best(metric, mode):.4f}) after {trial.epochs} epochs"
-        )
-    if trial is not None:
-        print(f"# checkpoint: {trial.best_checkpoint(metric, mode)} (the search trial's; `ratiotune retrain` ships final agents)")
-    # The four hyperparameters as fixed `train:` values a study file accepts.
-    print(yaml.safe_dump({"train": values}, sort_keys=False), end="")
+    # The same object a notebook gets from ratiotune.read_experiment(...).recommended().
+    print(recommended(load_experiment(args.experiment)), end="")
     return 0
 
 

@@ -162,6 +162,14 @@ class Experiment:
 # --------------------------------------------------------------------------- tidy tables
 
 
+def metric_direction(study: Study, metric: str) -> str:
+    """Which way `metric` ranks: the study's mode for its own metric and the objective, else the
+    metric's own direction (system/epoch_seconds: min), "max" for descriptive ones."""
+    if metric in (study.search.metric, OBJECTIVE):
+        return study.search.mode
+    return study.metrics().better(metric) or "max"
+
+
 def metric_names(experiment: Experiment) -> list[str]:
     """Namespaced metrics (train/..., eval/..., system/...) that some trial reported, in a stable order."""
     seen = {key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)}

@@ -32,6 +32,7 @@ from ratiotune.core.experiment import (
     curve_table,
     error_summary,
     load_experiment,
+    metric_direction,
     metric_names,
     trial_table,
 )
@@ -90,7 +91,7 @@ def write_report(
     metric = metric or study.search.metric
     # Another metric ranks the way the metrics table says it improves (max for descriptive ones).
     table = study.metrics()
-    mode = mode or (study.search.mode if metric == study.search.metric else table.better(metric) or "max")
+    mode = mode or metric_direction(study, metric)
     available = metric_names(experiment)
     if metric not in available and metric not in table.reported:
         raise StudyError(f"--metric {metric!r} is not a reported metric; allowed: {', '.join(available or table.reported)}")
