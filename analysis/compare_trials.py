@@ -28,7 +28,7 @@ def main(argv=None) -> int:
         return 2
     columns = [*exp.hyperparameters, "status", "epochs", "objective"]
     print(f"{exp.name}: {len(exp.trials)} trials ranked by {exp.rank_metric} ({exp.rank_mode}; objective = its "
-          f"mean over each trial's last {exp.study['search']['objective_window']} epochs)")
+          "mean over each trial's last search.objective_window epochs)")
     print(exp.trials[columns].head(args.top).to_string())
     print(f"report: {report}")
     return 0
