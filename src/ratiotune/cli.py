@@ -128,8 +128,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     fields = commands.add_parser("fields", help="list every study field: type, default, description")
     fields.add_argument("prefix", nargs="?", default="", help="only fields under this key, e.g. search or train.top_p")
+    fields.add_argument(
+        "--markdown", nargs="?", const="-", metavar="FILE",
+        help="the fields as a Markdown table: printed, or written into FILE between its "
+        f"{FIELDS_BEGIN} and {FIELDS_END} lines (docs/study-file.md's table is made this way)",
+    )
     fields.set_defaults(func=cmd_fields)
     return parser
+
+
+FIELDS_BEGIN = "<!-- ratiotune fields --markdown: begin -->"
+FIELDS_END = "<!-- ratiotune fields --markdown: end -->"
+
+
+def fields_markdown(rows: list[tuple[str, str, str, str]]) -> str:
+    """Every study field as a Markdown table (one row per field, a bold row per section), from the schema."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| field | type | default | description |", "|---|---|---|---|"]
+    for name, kind, default, description in rows:
+        if kind == "section":
+            lines.append(f"| **`{name}`** | section | | {cell(description)} |")
+        else:
+            shown = f"`{cell(default)}`" if default else "(required)"
+            lines.append(f"| `{name}` | {cell(kind)} | {shown} | {cell(description)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_fields_markdown(path: Path, table: str) -> None:
+    """Replace the block between FIELDS_BEGIN and FIELDS_END in `path` with `table`."""
+    if not path.is_file():
+        raise StudyError(f"fields --markdown: no such file: {path}")
+    text = path.read_text()
+    if FIELDS_BEGIN not in text or FIELDS_END not in text:
+        raise StudyError(f"fields --markdown: {path} has no {FIELDS_BEGIN} ... {FIELDS_END} block to write the table into")
+    head, rest = text.split(FIELDS_BEGIN, 1)
+    _, tail = rest.split(FIELDS_END, 1)
+    path.write_text(f"{head}{FIELDS_BEGIN}\n{table}{FIELDS_END}{tail}")
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
@@ -140,6 +176,13 @@ def cmd_fields(args: argparse.Namespace) -> int:
     if not rows:
         top = ", ".join(name for name, _, _, _ in schema_fields() if "." not in name)
         raise StudyError(f"fields: no study field is named {args.prefix!r}; the top-level keys are: {top}")
+    if args.markdown is not None:
+        if args.markdown == "-":
+            print(fields_markdown(rows), end="")
+        else:
+            write_fields_markdown(Path(args.markdown), fields_markdown(rows))
+            print(f"wrote the field table ({len(rows)} rows) into {args.markdown}")
+        return 0
     for name, kind, default, description in rows:
         if kind == "section":
             print(f"\n{name}:  {description}")
