@@ -154,7 +154,12 @@ class ExperimentFrames:
         if "://" not in location and not Path(location).is_file():
             raise StudyError(f"{self.path}: its Optuna journal {location} is missing")
         copy = optuna.storages.InMemoryStorage()
-        optuna.copy_study(from_study_name=name, from_storage=open_storage(location), to_storage=copy)
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created in memory" line
+        try:
+            optuna.copy_study(from_study_name=name, from_storage=open_storage(location), to_storage=copy)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
         return optuna.load_study(study_name=name, storage=copy)
 
 
