@@ -46,20 +46,15 @@ def curve_metrics(study) -> tuple[str, ...]:
     return tuple(f"eval/{n}" for n in dict.fromkeys((study.metrics().headline, "mean_reward")))
 
 
-def length_band(study) -> tuple[float, float] | None:
-    """length-ratio's rewarded band (the lengths figure draws it); None for other tasks."""
-    if study.task.name != "length-ratio":
-        return None
-    from ratiotune.tasks.length_ratio import DEFAULT_TARGET_MAX, DEFAULT_TARGET_MIN
+def task_figures(study) -> tuple:
+    """The figures the study's task adds to the report (tasks.base.TaskFigure); none when the task
+    cannot be made here (its module is missing): the report stands without them."""
+    from ratiotune.tasks import TaskLoadError
 
-    options = study.task.options
-    return float(options.get("target_min", DEFAULT_TARGET_MIN)), float(options.get("target_max", DEFAULT_TARGET_MAX))
-# Importance from fewer trials than this is a hint, not a finding (Optuna's TPE itself
-# samples at random for its first 10 trials).
-FEW_TRIALS = 10
-NEAR_ZERO_IMPORTANCE = 0.05  # of a total of 1
-EDGE_FRACTION = 0.1  # best value within the outer 10% of its range (log range for loguniform)
-FAILED_SHARE = 0.25  # warn when a quarter or more of the trials errored or went infeasible
+    try:
+        return tuple(study.get_task().figures)
+    except (TaskLoadError, StudyError):
+        return ()
 
 
 @dataclass
@@ -349,9 +344,8 @@ def draw_figures(
         figures["curves"] = plots.learning_curves(experiment, ranked[:TOP], curves, out_dir / "learning_curves.png")
     if searched(study) and experiment.trials:
         figures["params"] = plots.hyperparameter_axes(experiment, metric, mode, out_dir / "hyperparameters.png")
-    band = length_band(study)
-    if ranked and band is not None:
-        figures["lengths"] = plots.answer_lengths(ranked[0], study.train.epochs, *band, out_dir / "best_trial_lengths.png")
+    for figure in task_figures(study) if ranked else ():
+        figures[figure.name] = plots.task_figure(figure, ranked[0], study.train.epochs, out_dir / f"{figure.name}.png")
     if importance is not None:
         title = f"{importance.method} importance for {metric}, {importance.trials} trials"
         if importance.trials < FEW_TRIALS:
@@ -437,13 +431,12 @@ def render_markdown(
     lines.append("")
     lines.append(f"All {len(trials)} trials: [trials.csv](trials.csv); every epoch of every trial: [curves.csv](curves.csv).")
 
-    band = length_band(study) or (0.0, 0.0)
     sections = [
         ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by best {metric} in colour."),
         ("params", "Searched hyperparameters", "Each trial's value against its best metric. Hollow markers: "
          "stopped early (an early value); markers along the bottom: errored/infeasible trials without a value."),
-        ("lengths", "How the best trial reached the ratio", f"Agent 2 is rewarded for {band[0]:g}–"
-         f"{band[1]:g}× agent 1's characters; the band is that target on eval."),
+        # The task's own figures, in its own words (length-ratio: how the best trial reached the ratio).
+        *((f.name, f.title, f.caption) for f in task_figures(study)),
         ("importance", "Hyperparameter importance", _importance_note(importance)),
     ]
     for key, title, caption in sections:

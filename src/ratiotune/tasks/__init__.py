@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ratiotune.tasks.base import Record, Sample, Task, TaskMetric, prompt_field
+from ratiotune.tasks.base import Record, Sample, Task, TaskFigure, TaskMetric, TrialCurves, prompt_field
 
 # Builtin tasks: name -> entry. Imported only when named, like a user's entry.
 BUILTIN_TASKS = {
@@ -260,6 +260,7 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
 
 
 __all__ = [
-    "BUILTIN_TASKS", "Record", "Sample", "Task", "TaskError", "TaskLoadError", "TaskMetric", "call_measure", "call_reward",
+    "BUILTIN_TASKS", "Record", "Sample", "Task", "TaskError", "TaskFigure", "TaskLoadError", "TaskMetric", "TrialCurves",
+    "call_measure", "call_reward",
     "entry_file", "load_task", "probe_reward", "prompt_field",
 ]
