@@ -22,8 +22,8 @@ from ratiotune.tasks import Task, TaskError, TaskMetric, call_measure, call_rewa
 
 # The task fails from its `after`-th call of reward (or measure) in a process on: each process
 # (the driver's probes, every trial's worker) counts its own calls. The driver makes 3 reward calls
-# in the load-time probe (placeholder answers) and 4 in the pre-flight probe (real answers); a
-# trial of the tiny study makes 5 per epoch (3 training prompts, 2 eval prompts).
+# in the load-time probe (placeholder answers) and 3 in the pre-flight probe (real answers, one per
+# training record); a trial of the tiny study makes 5 per epoch (3 training prompts, 2 eval prompts).
 PLUGIN = '''
 import math
 
@@ -92,7 +92,7 @@ def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_s
 @pytest.mark.parametrize(
     ("kind", "after", "says"),
     [
-        # 7 driver calls; a trial's 9th call is in its epoch 2's training rollouts.
+        # 6 driver calls; a trial's 9th call is in its epoch 2 (6-8: training rollouts, 9-10: eval).
         ("reward-raises", 9, "task.reward raised ZeroDivisionError: division by zero on answers ("),
         ("reward-nan", 9, "task.reward returned nan on answers ("),
         # measure: 2 driver calls; a trial calls it twice an epoch, the 4th is epoch 2's eval.
