@@ -57,6 +57,14 @@ def task_figures(study) -> tuple:
         return ()
 
 
+# Importance from fewer trials than this is a hint, not a finding (Optuna's TPE itself
+# samples at random for its first 10 trials).
+FEW_TRIALS = 10
+NEAR_ZERO_IMPORTANCE = 0.05  # of a total of 1
+EDGE_FRACTION = 0.1  # best value within the outer 10% of its range (log range for loguniform)
+FAILED_SHARE = 0.25  # warn when a quarter or more of the trials errored or went infeasible
+
+
 @dataclass
 class Importance:
     values: dict[str, float]  # searched hyperparameter -> importance, summing to 1
