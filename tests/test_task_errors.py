@@ -21,20 +21,24 @@ from ratiotune.core.experiment import TASK_ERROR, load_experiment
 from ratiotune.tasks import Task, TaskError, TaskMetric, call_measure, call_reward
 
 # The task fails from its `after`-th call of reward (or measure) in a process on: each process
-# (the driver's probes, every trial's worker) counts its own calls. The driver makes 3 reward calls
-# in the load-time probe (placeholder answers) and 3 in the pre-flight probe (real answers, one per
-# training record); a trial of the tiny study makes 5 per epoch (3 training prompts, 2 eval prompts).
+# (the driver's load-time probe on placeholder answers, the pre-flight probe's own process on real
+# answers, every trial's worker) counts its own calls: 3 reward calls in each probe (one per training
+# record), 5 per epoch in a trial of the tiny study (3 training prompts, 2 eval prompts). Or, kind
+# "reward-raises-on-real", on any answer that is not one of the load-time probe's placeholders.
 PLUGIN = '''
 import math
 
 from ratiotune.tasks import Task, TaskMetric
 
 CALLS = {"reward": 0, "measure": 0}
+PLACEHOLDERS = ("a placeholder answer", "", "x")  # what the load-time probe answers with
 
 
 def make_task(kind="ok", after=1_000_000):
     def reward(completions1, completions2, batch_items=None):
         CALLS["reward"] += 1
+        if kind == "reward-raises-on-real" and any(a not in PLACEHOLDERS for a in completions1):
+            return [len(b) / 0 for b in completions2]
         if CALLS["reward"] >= after and kind == "reward-raises":
             return [len(b) / 0 for a, b in zip(completions1, completions2)]
         if CALLS["reward"] >= after and kind == "reward-nan":
@@ -78,8 +82,8 @@ def search(study: Path, storage: Path):
 
 
 def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_study, tmp_path):
-    # Its 4th call is the pre-flight probe's first real batch: the placeholder probe passed.
-    study = plugin_study(tiny_study, tmp_path / "p", kind="reward-raises", after=4)
+    # It passes the load-time probe (placeholder answers) and fails on what a model really writes.
+    study = plugin_study(tiny_study, tmp_path / "p", kind="reward-raises-on-real")
     result = search(study, tmp_path / "results")
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -92,10 +96,10 @@ def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_s
 @pytest.mark.parametrize(
     ("kind", "after", "says"),
     [
-        # 6 driver calls; a trial's 9th call is in its epoch 2 (6-8: training rollouts, 9-10: eval).
+        # 3 calls in each probe; a trial's 9th call is in its epoch 2 (6-8: training rollouts, 9-10: eval).
         ("reward-raises", 9, "task.reward raised ZeroDivisionError: division by zero on answers ("),
         ("reward-nan", 9, "task.reward returned nan on answers ("),
-        # measure: 2 driver calls; a trial calls it twice an epoch, the 4th is epoch 2's eval.
+        # measure: once in each probe; a trial calls it twice an epoch, the 4th is epoch 2's eval.
         ("measure-raises", 4, "task.measure raised KeyError: 'longest' on answers ("),
     ],
 )

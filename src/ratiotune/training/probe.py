@@ -9,7 +9,6 @@ scores them with the task's reward and measure (builtin:tiny: about a second).
 
 from __future__ import annotations
 
-import gc
 import time
 
 from ratiotune.core.study import Study, StudyError
@@ -25,13 +24,26 @@ def probe_answers(study: Study) -> tuple[int, float]:
     """Score one batch of real answers with the task; returns (answer pairs, seconds).
 
     Raises StudyError (one line, naming the function, the answer pair and the record) on a task error.
+    Runs in a fresh process: the models, torch's threads and what comlrl imports (wandb) never
+    touch the driver, which then starts Ray (a driver that had imported them before ray.init left
+    W&B's offline runs empty).
     """
-    import torch
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
+    start = time.perf_counter()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        problem, pairs = pool.submit(_probe, study).result()
+    if problem is not None:
+        raise StudyError(f"pre-flight (answers sampled from the untrained agents): {problem}; fix the task (nothing was started)")
+    return pairs, time.perf_counter() - start
+
+
+def _probe(study: Study) -> tuple[str | None, int]:
+    """In the probe's process: (the task error's message or None, answer pairs scored)."""
     from ratiotune.training.placement import PlacementError, local_devices
     from ratiotune.training.trainable import Trial
 
-    start = time.perf_counter()
     try:  # where a trial of this study would train, when this machine has it; else CPU
         devices = local_devices(study.resources.gpu)
     except PlacementError:
@@ -43,10 +55,5 @@ def probe_answers(study: Study) -> tuple[int, float]:
     try:
         trial.evaluate(samples, records)
     except TaskError as exc:
-        raise StudyError(f"pre-flight (answers sampled from the untrained agents): {exc}; fix the task (nothing was started)") from None
-    finally:
-        del trial
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # the trials need the memory back
-    return len(records) * samples, time.perf_counter() - start
+        return str(exc), 0
+    return None, len(records) * samples
