@@ -90,7 +90,7 @@ def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_s
     [line] = result.stderr.strip().splitlines()
     for fragment in ("pre-flight", "task.reward raised ZeroDivisionError: division by zero on answers (", "to record {'prompt': "):
         assert fragment in line, line
-    assert not (tmp_path / "results").exists()  # nothing started, no folder
+    assert not (tmp_path / "results" / "bug").exists()  # nothing started, no experiment folder
 
 
 @pytest.mark.parametrize(

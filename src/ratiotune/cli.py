@@ -259,17 +259,17 @@ def cmd_search(args: argparse.Namespace) -> int:
             "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
         )
 
-    from ratiotune.training.probe import probe_answers
-
-    # Before Ray starts and before any folder exists: most task bugs end here, in seconds.
-    pairs, seconds = probe_answers(study)
     from ratiotune.search.progress import header
+    from ratiotune.training.probe import probe_answers
 
     log_file = ray_log_file(experiment_dir, args.verbose)
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
-    print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: ok ({seconds:.1f} s)")
     try:
         start_ray(args.address, log_file)
+        # Before any trial starts (and after ray.init: see probe.py): most task bugs end here, in seconds.
+        pairs, seconds = probe_answers(study)
+        print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
+              f"ok ({seconds:.1f} s)", flush=True)
         # The cluster's nodes, not this machine's: a trial must fit on one node.
         launch.check_resources(study, launch.largest_node_gpus())
         report, _ = memory.launch_report(study)

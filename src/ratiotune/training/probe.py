@@ -1,4 +1,4 @@
-"""The pre-flight probe: the task's reward and measure on real answers, before Ray starts.
+"""The pre-flight probe: the task's reward and measure on real answers, before any trial starts.
 
 The load-time probe (tasks.probe_reward) calls the reward on placeholder answers; a reward that
 only fails on what a model really writes (a NaN on an empty answer, a ZeroDivisionError on a
@@ -9,6 +9,7 @@ scores them with the task's reward and measure (builtin:tiny: about a second).
 
 from __future__ import annotations
 
+import gc
 import time
 
 from ratiotune.core.study import Study, StudyError
@@ -24,23 +25,21 @@ def probe_answers(study: Study) -> tuple[int, float]:
     """Score one batch of real answers with the task; returns (answer pairs, seconds).
 
     Raises StudyError (one line, naming the function, the answer pair and the record) on a task error.
-    Runs in a fresh process: the models, torch's threads and what comlrl imports (wandb) never
-    touch the driver, which then starts Ray (a driver that had imported them before ray.init left
-    W&B's offline runs empty).
+    Call it after ray.init: a driver that had imported comlrl (and with it wandb) before Ray started
+    left W&B's offline runs empty (tests/test_search.py); after it, as the trainable's own import does,
+    they are whole. A fresh process instead would cost ~10 s of imports on 2 busy cores.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     start = time.perf_counter()
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        problem, pairs = pool.submit(_probe, study).result()
+    problem, pairs = _probe(study)
     if problem is not None:
         raise StudyError(f"pre-flight (answers sampled from the untrained agents): {problem}; fix the task (nothing was started)")
     return pairs, time.perf_counter() - start
 
 
 def _probe(study: Study) -> tuple[str | None, int]:
-    """In the probe's process: (the task error's message or None, answer pairs scored)."""
+    """(the task error's message or None, answer pairs scored)."""
+    import torch
+
     from ratiotune.training.placement import PlacementError, local_devices
     from ratiotune.training.trainable import Trial
 
@@ -56,4 +55,10 @@ def _probe(study: Study) -> tuple[str | None, int]:
         trial.evaluate(samples, records)
     except TaskError as exc:
         return str(exc), 0
+    finally:
+        del trial
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the trials need the memory back
     return None, len(records) * samples
+
