@@ -18,16 +18,22 @@ import ratiotune  # noqa: E402
 
 
 def summary_row(exp) -> dict:
+    objectives = exp.trials["objective"].dropna() if len(exp.trials) else []
     row = {
         "experiment": exp.path.name,
         "trials": len(exp.trials),
         "trial-epochs": int(exp.trials["epochs"].sum()) if len(exp.trials) else 0,
-        "best objective": exp.trials["objective"].max() if len(exp.trials) else None,
+        # In the study's own direction: a study that minimises has its best at the bottom.
+        "best objective": (objectives.max() if exp.rank_mode == "max" else objectives.min()) if len(objectives) else None,
+        "mode": exp.rank_mode,
     }
     if exp.race:
-        winner = exp.race["winner"]
-        row["race winner"] = ", ".join(f"{k}={v:.3g}" for k, v in winner["config"].items())
-        row["honest mean"] = winner["stats"]["mean"]
+        rec = exp.recommended()
+        # The honest figure is the recommended config's: the baseline's when the gate kept it,
+        # never the best challenger's beside it.
+        row["recommended"] = rec.which or "nothing (no baseline, gate not passed)"
+        row["config"] = ", ".join(f"{k}={v:.3g}" for k, v in rec.config.items())
+        row[f"honest mean ({rec.figures['metric']})"] = rec.figures["mean"] if rec.which else None
     return row
 
 
@@ -43,9 +49,8 @@ def main(argv=None) -> int:
 
     print(pd.DataFrame([summary_row(e) for e in experiments]).to_string(index=False))
     for exp in experiments:
-        searched = [c for c in exp.study["search"].get("space", {}) if c in exp.trials.columns]
-        print(f"\n{exp.path.name}: top {args.top} by objective")
-        print(exp.trials[[*searched, "status", "epochs", "objective"]].head(args.top).to_string())
+        print(f"\n{exp.path.name}: top {args.top} by objective ({exp.rank_metric}, {exp.rank_mode})")
+        print(exp.trials[[*exp.hyperparameters, "status", "epochs", "objective"]].head(args.top).to_string())
 
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(experiments), 3.6))
     for i, exp in enumerate(experiments):

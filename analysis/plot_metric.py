@@ -1,7 +1,7 @@
 """One metric across an experiment's trials: `python analysis/plot_metric.py EXP [--metric M] [--out FIGURE.png]`.
 
 One line per trial over epochs (the study's metric unless --metric), the top 3 by objective
-labelled. Uses only the documented API, `ratiotune.read_experiment`.
+labelled (ranked in the metric's own direction). Uses only the documented API, `ratiotune.read_experiment`.
 """
 
 import argparse
@@ -23,13 +23,14 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("metric.png"))
     args = parser.parse_args(argv)
     exp = ratiotune.read_experiment(args.experiment)
-    metric = args.metric or exp.study["search"]["metric"]
+    metric = args.metric or exp.rank_metric
     try:
         wide = exp.metric(metric)
     except KeyError as error:
         print(f"error: --metric {error.args[0]}", file=sys.stderr)
         return 2
-    top = list(exp.trials.index[:3])
+    # The top 3 by this metric's objective, in its own direction (lowest first for epoch_seconds).
+    top = list(exp.ranked(metric).index[:3])
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for trial in wide.columns:
         series = wide[trial].dropna()

@@ -69,3 +69,39 @@ def test_the_check_catches_an_upward_import():
                         "core/example.py:3 imports ratiotune.results.report"]
     # ... and lets a downward one through.
     assert upward_imports(PACKAGE / "search" / "example.py", "from ratiotune.core import study\n") == []
+
+
+# The task contract, as the layers above it may see it: the package (load_task, TaskError, ...), base.py and
+# records.py (prompt sets -> records); never a concrete task module (length_ratio, headline_expansion, ...).
+TASK_CONTRACT = {("tasks",), ("tasks", "base"), ("tasks", "records")}
+# Files whose words belong to one task: the layers above the contract must not know a task by its metrics.
+TASK_WORDS = ("mean_chars_agent", "target_min", "target_max", "DEFAULT_TARGET")
+
+
+def concrete_task_imports(path: Path, source: str) -> list[str]:
+    """Imports of a concrete task (ratiotune.tasks.length_ratio, ...) from above the task layer."""
+    relative = path.relative_to(PACKAGE).parts
+    if relative[0] == "tasks":
+        return []
+    return [f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
+            for line, parts in imported(source) if parts[:1] == ("tasks",) and parts[:2] not in TASK_CONTRACT]
+
+
+def test_search_and_results_know_no_concrete_task():
+    """A task owns its figures and words (Task.figures): search/, results/ and core/ reach tasks only
+    through the contract, and name none of one task's metrics or options."""
+    problems = []
+    for layer in ("core", "training", "search", "results"):
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            source = path.read_text()
+            problems += concrete_task_imports(path, source)
+            if layer in ("search", "results"):
+                problems += [f"{path.relative_to(PACKAGE)} names {word!r}" for word in TASK_WORDS if word in source]
+    assert problems == []
+
+
+def test_the_concrete_task_check_can_fail():
+    source = "def f():\n    from ratiotune.tasks.length_ratio import make_task\n    from ratiotune.tasks import load_task\n"
+    assert concrete_task_imports(PACKAGE / "search" / "example.py", source) == [
+        "search/example.py:2 imports ratiotune.tasks.length_ratio"]
+    assert concrete_task_imports(PACKAGE / "tasks" / "example.py", source) == []

@@ -88,6 +88,16 @@ def test_train_refuses_existing_output(tiny_study, write_study, tmp_path, capsys
     assert list(out.iterdir()) == []
 
 
+def test_the_epoch_line_shows_the_studys_search_metric(tiny_study, write_study, tmp_path, capsys):
+    # A metric that is not the task's headline: the line shows what a search would judge the config by.
+    tiny_study["train"]["epochs"] = 1
+    tiny_study["search"].update(metric="eval/flat_group_fraction", mode="min")
+    out = tmp_path / "run"
+    assert main(["train", str(write_study(tiny_study)), "--set", "learning_rate=1e-3", "--output", str(out)]) == 0
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    assert "eval/flat_group_fraction" in line and "search/objective" in line
+
+
 def test_searched_parameter_needs_set_or_default(tiny_study, write_study, capsys):
     # The tiny study searches learning_rate and declares no default for it.
     assert main(["train", str(write_study(tiny_study))]) == 2

@@ -13,4 +13,8 @@ def __getattr__(name: str):
         from ratiotune.results import frames
 
         return getattr(frames, name)
+    if name == "StudyError":  # what the API raises for a folder it cannot read (one line, no traceback needed)
+        from ratiotune.core.study import StudyError
+
+        return StudyError
     raise AttributeError(f"module 'ratiotune' has no attribute {name!r}")

@@ -16,9 +16,10 @@ from pathlib import Path
 import yaml
 
 from ratiotune.core import provenance
-from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, error_summary, load_experiment
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, TASK_ERROR, Experiment, error_summary, load_experiment
 from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
 from ratiotune.core.wandb_settings import WandbSettings
+from ratiotune.tasks import TaskError
 
 EXIT_USAGE = 2
 EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except StudyError as exc:
         print(f"ratiotune: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TaskError as exc:  # `train`: the task's reward or measure failed on real answers
+        print(f"ratiotune: error: task error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `ratiotune fields | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -124,8 +128,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     fields = commands.add_parser("fields", help="list every study field: type, default, description")
     fields.add_argument("prefix", nargs="?", default="", help="only fields under this key, e.g. search or train.top_p")
+    fields.add_argument(
+        "--markdown", nargs="?", const="-", metavar="FILE",
+        help="the fields as a Markdown table: printed, or written into FILE between its "
+        f"{FIELDS_BEGIN} and {FIELDS_END} lines (docs/study-file.md's table is made this way)",
+    )
     fields.set_defaults(func=cmd_fields)
     return parser
+
+
+FIELDS_BEGIN = "<!-- ratiotune fields --markdown: begin -->"
+FIELDS_END = "<!-- ratiotune fields --markdown: end -->"
+
+
+def fields_markdown(rows: list[tuple[str, str, str, str]]) -> str:
+    """Every study field as a Markdown table (one row per field, a bold row per section), from the schema."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| field | type | default | description |", "|---|---|---|---|"]
+    for name, kind, default, description in rows:
+        if kind == "section":
+            lines.append(f"| **`{name}`** | section | | {cell(description)} |")
+        else:
+            shown = f"`{cell(default)}`" if default else "(required)"
+            lines.append(f"| `{name}` | {cell(kind)} | {shown} | {cell(description)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_fields_markdown(path: Path, table: str) -> None:
+    """Replace the block between FIELDS_BEGIN and FIELDS_END in `path` with `table`."""
+    if not path.is_file():
+        raise StudyError(f"fields --markdown: no such file: {path}")
+    text = path.read_text()
+    if FIELDS_BEGIN not in text or FIELDS_END not in text:
+        raise StudyError(f"fields --markdown: {path} has no {FIELDS_BEGIN} ... {FIELDS_END} block to write the table into")
+    head, rest = text.split(FIELDS_BEGIN, 1)
+    _, tail = rest.split(FIELDS_END, 1)
+    path.write_text(f"{head}{FIELDS_BEGIN}\n{table}{FIELDS_END}{tail}")
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
@@ -136,6 +176,13 @@ def cmd_fields(args: argparse.Namespace) -> int:
     if not rows:
         top = ", ".join(name for name, _, _, _ in schema_fields() if "." not in name)
         raise StudyError(f"fields: no study field is named {args.prefix!r}; the top-level keys are: {top}")
+    if args.markdown is not None:
+        if args.markdown == "-":
+            print(fields_markdown(rows), end="")
+        else:
+            write_fields_markdown(Path(args.markdown), fields_markdown(rows))
+            print(f"wrote the field table ({len(rows)} rows) into {args.markdown}")
+        return 0
     for name, kind, default, description in rows:
         if kind == "section":
             print(f"\n{name}:  {description}")
@@ -200,7 +247,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     experiment_dir = storage.experiment_location(args.storage, study.name)
     if storage.exists(experiment_dir):
-        raise StudyError(f"{experiment_dir} already exists; pass another --name (experiments are never overwritten)")
+        raise StudyError(f"{experiment_dir} already exists; {rerun_hint(experiment_dir)}")
     location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
     try:
         taken = bool(study.search.optuna_storage) and optuna_study.study_exists(location, study.name)
@@ -213,11 +260,16 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
 
     from ratiotune.search.progress import header
+    from ratiotune.training.probe import probe_answers
 
     log_file = ray_log_file(experiment_dir, args.verbose)
     print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
     try:
         start_ray(args.address, log_file)
+        # Before any trial starts (and after ray.init: see probe.py): most task bugs end here, in seconds.
+        pairs, seconds = probe_answers(study)
+        print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
+              f"ok ({seconds:.1f} s)", flush=True)
         # The cluster's nodes, not this machine's: a trial must fit on one node.
         launch.check_resources(study, launch.largest_node_gpus())
         report, _ = memory.launch_report(study)
@@ -235,6 +287,27 @@ def cmd_search(args: argparse.Namespace) -> int:
         provenance.write(experiment_dir, args.argv)
     wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
     return run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
+
+
+def rerun_hint(experiment_dir) -> str:
+    """What to do about a taken --name: a folder whose every trial failed holds nothing to keep."""
+    from ratiotune.core import storage
+
+    hint = "pass another --name (experiments are never overwritten)"
+    if storage.is_uri(experiment_dir):
+        return hint
+    try:
+        experiment = load_experiment(experiment_dir)
+    except StudyError:
+        return hint
+    study = experiment.study
+    statuses = [trial.status(study.train.epochs) for trial in experiment.trials]
+    failed = [s for s in statuses if s in (ERRORED, TASK_ERROR)]
+    if not failed or len(failed) < len(statuses) or experiment.ranked():
+        return hint
+    what = "stopped on a task error" if TASK_ERROR in failed else "errored"
+    return (f"every trial in it {what} ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
+            f"rerun with another --name, or delete it first (rm -r {experiment_dir})")
 
 
 def run_to_end(tuner, study: Study, experiment_dir) -> int:
@@ -370,8 +443,15 @@ def print_summary(experiment: Experiment, top: int = 5) -> str | None:
     print(f"\nexperiment: {experiment.directory}  ({len(experiment.trials)} trials)")
     statuses = {trial.name: trial.status(study.train.epochs) for trial in experiment.trials}
     for trial in experiment.trials:
-        if statuses[trial.name] in (ERRORED, INFEASIBLE):
+        if statuses[trial.name] == TASK_ERROR:
+            print(f"task error: {trial.name}: {trial.task_error}")
+        elif statuses[trial.name] in (ERRORED, INFEASIBLE):
             print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or error_summary(trial.error) or ''}")
+    task_errors = [trial for trial in experiment.trials if statuses[trial.name] == TASK_ERROR]
+    if task_errors:
+        # The study stopped at the first one (search/stop.py): its figures are a bug's, not a result.
+        return (f"the task failed on real answers, so the study stopped ({task_errors[0].name}): {task_errors[0].task_error}. "
+                f"Fix the task, then rerun with another --name or delete {experiment.directory}")
     infeasible = sum(status == INFEASIBLE for status in statuses.values())
     errored = sum(status == ERRORED for status in statuses.values())
     print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
@@ -465,48 +545,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_best(args: argparse.Namespace) -> int:
     """The winner as study values: the race's when it has run (with the honest figure), else the search's top."""
-    from ratiotune.search import race
+    from ratiotune.results.recommended import recommended
 
-    experiment = load_experiment(args.experiment)
-    study = experiment.study
-    metric, mode = study.search.metric, study.search.mode
-    ranked = experiment.ranked()
-    if not ranked:
-        raise StudyError(f"{experiment.directory}: no trial reported {metric} yet")
-    summary = race.load_summary(experiment.directory)
-    window = study.search.objective_window
-    if summary is not None:
-        recommended = summary["recommended"]
-        print(f"# {race.verdict(summary)}")
-        w = summary["winner"]
-        print(f"# race winner: {'the baseline' if summary.get('race_kept_baseline') else race.config_text(w['config'])}"
-              f" (figures below; best challenger: search trial {w['search_trial']})")
-        for line in race.headline(summary)[1:]:
-            print(f"# {line}")
-        if recommended["which"] is None:
-            print("# nothing recommended: the study has no baseline and its winner did not pass the gate")
-            values = summary["winner"]["hyperparameters"]
-        else:
-            values = recommended["hyperparameters"]
-            print(f"# recommended: the {recommended['which']}; its final agents (agent_0/, agent_1/), one per confirmation seed:")
-            for path in recommended["agents"]:
-                print(f"#   {path}")
-        trial = None
-    else:
-        trial = ranked[0]
-        values = study.hyperparameters(trial.config)
-        print(f"# best trial: {trial.name}")
-        why = study.race_skipped() or f"the race has not finished: ratiotune resume {experiment.directory}"
-        print(f"# no honest figure: no fresh-seed confirmation ({why})")
-        print(
-            f"# selection figure (optimistic: the value it was picked on): {metric} objective "
-            f"{trial.score(metric, window):.4f} (mean of its last {window} epochs; best epoch "
-            f"{trial.best(metric, mode):.4f}) after {trial.epochs} epochs"
-        )
-    if trial is not None:
-        print(f"# checkpoint: {trial.best_checkpoint(metric, mode)} (the search trial's; `ratiotune retrain` ships final agents)")
-    # The four hyperparameters as fixed `train:` values a study file accepts.
-    print(yaml.safe_dump({"train": values}, sort_keys=False), end="")
+    # The same object a notebook gets from ratiotune.read_experiment(...).recommended().
+    print(recommended(load_experiment(args.experiment)), end="")
     return 0
 
 

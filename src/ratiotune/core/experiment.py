@@ -26,7 +26,11 @@ STOPPED = "stopped early"  # by the scheduler (ASHA): fewer epochs, no error
 ERRORED = "errored"
 INFEASIBLE = "infeasible"
 UNFINISHED = "unfinished"  # still running, or the study was interrupted (resume continues it)
-STATUSES = (FINISHED, STOPPED, ERRORED, INFEASIBLE, UNFINISHED)
+# The task's reward or measure failed on real answers (tasks.TaskError): a bug to fix, not retried.
+TASK_ERROR = "task error"
+STATUSES = (FINISHED, STOPPED, ERRORED, INFEASIBLE, TASK_ERROR, UNFINISHED)
+# The result key a trial reports its task error under (its value: the one-line message).
+TASK_ERROR_KEY = "task_error"
 
 
 @dataclass
@@ -94,6 +98,14 @@ class TrialResult:
         return max(self.checkpoints, key=lambda p: checkpoint_meta(p).get("epoch", -1), default=None)
 
     @property
+    def task_error(self) -> str | None:
+        """The task error that ended the trial (tasks.TaskError's message), else None."""
+        for row in self.rows:
+            if row.get(TASK_ERROR_KEY):
+                return str(row[TASK_ERROR_KEY])
+        return None
+
+    @property
     def infeasible_reason(self) -> str | None:
         """Why the trial was stopped as infeasible (a row with `infeasible: 1`), else None."""
         for row in self.rows:
@@ -106,6 +118,8 @@ class TrialResult:
         """One of STATUSES. A trial that reached its epochs is finished even if an
         earlier attempt left an error.txt (Ray retried it); one Ray still lists as
         running/pending is unfinished (running now, or its driver was interrupted)."""
+        if self.task_error is not None:
+            return TASK_ERROR
         if self.infeasible_reason is not None:
             return INFEASIBLE
         if self.epochs >= target_epochs:
@@ -146,6 +160,14 @@ class Experiment:
 
 
 # --------------------------------------------------------------------------- tidy tables
+
+
+def metric_direction(study: Study, metric: str) -> str:
+    """Which way `metric` ranks: the study's mode for its own metric and the objective, else the
+    metric's own direction (system/epoch_seconds: min), "max" for descriptive ones."""
+    if metric in (study.search.metric, OBJECTIVE):
+        return study.search.mode
+    return study.metrics().better(metric) or "max"
 
 
 def metric_names(experiment: Experiment) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ratiotune.core.objective import OBJECTIVE
+from ratiotune.tasks import call_measure
 from ratiotune.tasks.base import Sample, Task, TaskMetric
 
 
@@ -75,7 +76,7 @@ def common_measures(groups: Sequence[Sequence[Sample]], rewards: Sequence[Sequen
 def measure(task: Task, groups: Sequence[Sequence[Sample]], rewards: Sequence[Sequence[float]]) -> dict[str, float]:
     """Every split metric of a batch, in the table's order: the common ones plus task.measure(groups)."""
     common = common_measures(groups, rewards)
-    own = dict(task.measure(groups))
+    own = call_measure(task, groups)  # TaskError naming the answer pair when the task's measure fails
     names = [m.name for m in split_metrics(task)]
     missing = [n for n in names if n not in common and n not in own]
     if missing:

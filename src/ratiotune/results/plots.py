@@ -108,25 +108,14 @@ def hyperparameter_axes(
     return _save(fig, path, tight=False)
 
 
-def answer_lengths(trial: TrialResult, epochs: int, target_min: float, target_max: float, path: Path) -> Path:
-    """Mean characters of agent 1 and agent 2 per epoch, with agent 2's target band."""
-    fig, ax = plt.subplots(figsize=(8.4, 3.8))
-    for split, style in (("eval", "-"), ("train", "--")):
-        xs, first = _curve(trial, f"{split}/mean_chars_agent1")
-        _, second = _curve(trial, f"{split}/mean_chars_agent2")
-        if not xs:
-            continue
-        ax.plot(xs, first, style, color="#1f77b4", marker="o", markersize=3, label=f"agent 1 ({split})")
-        ax.plot(xs, second, style, color="#d62728", marker="o", markersize=3, label=f"agent 2 ({split})")
-        if split == "eval":
-            ax.fill_between(xs, [target_min * c for c in first], [target_max * c for c in first],
-                            color="#d62728", alpha=0.12,
-                            label=f"agent 2 target: {target_min:g}-{target_max:g}x agent 1 (eval)")
-    ax.set_ylabel("mean characters per answer")
-    ax.set_title(f"How the best trial reached the ratio ({trial.name})")
-    _epoch_axis(ax, epochs)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the band fills the axes
-    return _save(fig, path)
+def task_figure(figure, trial: TrialResult, epochs: int, path: Path) -> Path:
+    """A figure the task draws (tasks.base.TaskFigure) from the trial's curves of every metric it reported."""
+    from ratiotune.tasks.base import TrialCurves
+
+    names = {key for row in trial.rows for key in row if "/" in key}
+    figure.draw(TrialCurves(trial.name, epochs, {name: _curve(trial, name) for name in sorted(names)}), path)
+    plt.close("all")
+    return path
 
 
 def importance_bars(importance: dict[str, float], title: str, path: Path) -> Path:

@@ -25,12 +25,14 @@ from ratiotune.core.experiment import (
     INFEASIBLE,
     STATUSES,
     STOPPED,
+    TASK_ERROR,
     UNFINISHED,
     Experiment,
     TrialResult,
     curve_table,
     error_summary,
     load_experiment,
+    metric_direction,
     metric_names,
     trial_table,
 )
@@ -44,14 +46,17 @@ def curve_metrics(study) -> tuple[str, ...]:
     return tuple(f"eval/{n}" for n in dict.fromkeys((study.metrics().headline, "mean_reward")))
 
 
-def length_band(study) -> tuple[float, float] | None:
-    """length-ratio's rewarded band (the lengths figure draws it); None for other tasks."""
-    if study.task.name != "length-ratio":
-        return None
-    from ratiotune.tasks.length_ratio import DEFAULT_TARGET_MAX, DEFAULT_TARGET_MIN
+def task_figures(study) -> tuple:
+    """The figures the study's task adds to the report (tasks.base.TaskFigure); none when the task
+    cannot be made here (its module is missing): the report stands without them."""
+    from ratiotune.tasks import TaskLoadError
 
-    options = study.task.options
-    return float(options.get("target_min", DEFAULT_TARGET_MIN)), float(options.get("target_max", DEFAULT_TARGET_MAX))
+    try:
+        return tuple(study.get_task().figures)
+    except (TaskLoadError, StudyError):
+        return ()
+
+
 # Importance from fewer trials than this is a hint, not a finding (Optuna's TPE itself
 # samples at random for its first 10 trials).
 FEW_TRIALS = 10
@@ -89,7 +94,7 @@ def write_report(
     metric = metric or study.search.metric
     # Another metric ranks the way the metrics table says it improves (max for descriptive ones).
     table = study.metrics()
-    mode = mode or (study.search.mode if metric == study.search.metric else table.better(metric) or "max")
+    mode = mode or metric_direction(study, metric)
     available = metric_names(experiment)
     if metric not in available and metric not in table.reported:
         raise StudyError(f"--metric {metric!r} is not a reported metric; allowed: {', '.join(available or table.reported)}")
@@ -285,6 +290,13 @@ def no_effect_warnings(study: Study, importance: Importance | None) -> list[str]
 def failure_warnings(experiment: Experiment) -> list[str]:
     epochs = experiment.study.train.epochs
     total = len(experiment.trials)
+    task_errors = [t for t in experiment.trials if t.status(epochs) == TASK_ERROR]
+    if task_errors:
+        # A bug in the task's own code, whatever the hyperparameters: never blame the learning rate.
+        return [
+            f"**The task failed on real answers** ({len(task_errors)} of {total} trials; the study stopped at the first): "
+            f"`{task_errors[0].task_error}`. Fix the task (reward or measure), then rerun the search."
+        ]
     errored = [t for t in experiment.trials if t.status(epochs) == ERRORED]
     infeasible = [t for t in experiment.trials if t.status(epochs) == INFEASIBLE]
     failed = len(errored) + len(infeasible)
@@ -302,7 +314,8 @@ def failure_warnings(experiment: Experiment) -> list[str]:
         reason = infeasible[0].infeasible_reason
         hint = f" at learning_rate {rates[0]:.3g}–{rates[-1]:.3g}: consider a lower search.space.learning_rate.high" if rates else ""
         lines.append(f"Infeasible (diverged) trials, e.g. `{reason}`{hint}.")
-    lines.append("Each trial folder's error.txt has the full traceback.")
+    if errored:  # only errored trials have one; a diverged trial ends cleanly with its reason in result.json
+        lines.append("Each errored trial's folder has error.txt with the full traceback.")
     return [" ".join(lines)]
 
 
@@ -339,9 +352,8 @@ def draw_figures(
         figures["curves"] = plots.learning_curves(experiment, ranked[:TOP], curves, out_dir / "learning_curves.png")
     if searched(study) and experiment.trials:
         figures["params"] = plots.hyperparameter_axes(experiment, metric, mode, out_dir / "hyperparameters.png")
-    band = length_band(study)
-    if ranked and band is not None:
-        figures["lengths"] = plots.answer_lengths(ranked[0], study.train.epochs, *band, out_dir / "best_trial_lengths.png")
+    for figure in task_figures(study) if ranked else ():
+        figures[figure.name] = plots.task_figure(figure, ranked[0], study.train.epochs, out_dir / f"{figure.name}.png")
     if importance is not None:
         title = f"{importance.method} importance for {metric}, {importance.trials} trials"
         if importance.trials < FEW_TRIALS:
@@ -392,7 +404,7 @@ def render_markdown(
     else:
         lines.append(f"- No trial has reported {metric} yet.")
     lines.append(
-        f"- Trials: {len(trials)} — " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s != UNFINISHED) + "."
+        f"- Trials: {len(trials)} — " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s not in (UNFINISHED, TASK_ERROR)) + "."
     )
     if counts[UNFINISHED]:
         lines.append(
@@ -427,13 +439,12 @@ def render_markdown(
     lines.append("")
     lines.append(f"All {len(trials)} trials: [trials.csv](trials.csv); every epoch of every trial: [curves.csv](curves.csv).")
 
-    band = length_band(study) or (0.0, 0.0)
     sections = [
         ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by best {metric} in colour."),
         ("params", "Searched hyperparameters", "Each trial's value against its best metric. Hollow markers: "
          "stopped early (an early value); markers along the bottom: errored/infeasible trials without a value."),
-        ("lengths", "How the best trial reached the ratio", f"Agent 2 is rewarded for {band[0]:g}–"
-         f"{band[1]:g}× agent 1's characters; the band is that target on eval."),
+        # The task's own figures, in its own words (length-ratio: how the best trial reached the ratio).
+        *((f.name, f.title, f.caption) for f in task_figures(study)),
         ("importance", "Hyperparameter importance", _importance_note(importance)),
     ]
     for key, title, caption in sections:

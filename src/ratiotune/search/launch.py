@@ -234,6 +234,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
     from ratiotune.search.trial_logs import trial_loggers
 
     from ratiotune.search.progress import SearchProgress
+    from ratiotune.search.stop import TaskErrorStopper
 
     callbacks = [*trial_loggers(), SearchProgress(study)]
     if wandb is not None:
@@ -251,8 +252,9 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         name=name,
         storage_path=storage_path,
         checkpoint_config=checkpoint_config(study),
+        # The first task error ends the study (stop.py): every trial would meet the same bug.
         # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
-        stop=stop or ({"training_iteration": study.train.epochs} if search.scheduler.type == "pbt" else None),
+        stop=TaskErrorStopper(stop, max_iteration=study.train.epochs if search.scheduler.type == "pbt" else None),
         # A trial whose process dies (or its node) restarts from its latest checkpoint, up to max_failures times.
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,

@@ -24,6 +24,7 @@ from typing import Any
 
 from ray import tune
 
+from ratiotune.core.experiment import TASK_ERROR_KEY
 from ratiotune.core.objective import OBJECTIVE
 from ratiotune.core.study import Study
 
@@ -200,6 +201,10 @@ class SearchProgress(tune.Callback):
         name = trial_name(trial)
         result = trial.last_result or {}
         epoch = self.epoch.get(name, int(result.get("epoch", 0)))
+        if result.get(TASK_ERROR_KEY):
+            self.ended[name] = "task error"
+            self.line(f"{name} task error at epoch {epoch} (not retried; the study stops): {result[TASK_ERROR_KEY]}", status=True)
+            return
         if result.get("infeasible"):
             self.ended[name] = "errored"
             self.line(f"{name} diverged at epoch {epoch}: {result.get('infeasible_reason')}", status=True)
@@ -227,6 +232,8 @@ class SearchProgress(tune.Callback):
             parts.append(f"{ended.count('stopped')} stopped early")
         if ended.count("errored"):
             parts.append(f"{ended.count('errored')} errored/diverged")
+        if ended.count("task error"):
+            parts.append(f"{ended.count('task error')} task error")
         text = ", ".join(parts) + f" | best {number(self.best)}"
         left = self.seconds_left()
         return text + (f" | ~{clock(left)} left" if left is not None else "")
@@ -263,7 +270,9 @@ class RunsProgress(tune.Callback):
     def on_trial_complete(self, iteration, trials, trial, **info):
         result = trial.last_result or {}
         self.ended += 1
-        if result.get("infeasible"):
+        if result.get(TASK_ERROR_KEY):
+            what = f"task error at epoch {result.get('epoch')} (not retried): {result[TASK_ERROR_KEY]}"
+        elif result.get("infeasible"):
             what = f"diverged at epoch {result.get('epoch')}: {result.get('infeasible_reason')}"
         else:
             what = f"epoch {result.get('epoch')}, objective {number(result.get(OBJECTIVE))}"

@@ -61,9 +61,10 @@ def summary_range(summary: dict[str, Any]) -> tuple[float, float] | None:
     if "honest_range" in summary:
         return tuple(summary["honest_range"]) if summary["honest_range"] else None
     from ratiotune.core.metrics import MetricTable
-    from ratiotune.tasks.length_ratio import make_task
+    from ratiotune.tasks import load_task
 
-    return MetricTable(make_task()).value_range(summary["honest_metric"])
+    # By name through the task registry: this layer imports no concrete task.
+    return MetricTable(load_task("length-ratio")).value_range(summary["honest_metric"])
 
 
 def race_dir(experiment_dir: Path) -> Path:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ratiotune.tasks.base import Record, Sample, Task, TaskMetric, prompt_field
+from ratiotune.tasks.base import Record, Sample, Task, TaskFigure, TaskMetric, TrialCurves, prompt_field
 
 # Builtin tasks: name -> entry. Imported only when named, like a user's entry.
 BUILTIN_TASKS = {
@@ -25,6 +25,117 @@ BUILTIN_TASKS = {
 
 class TaskLoadError(Exception):
     """A task that cannot be made; the message names the field and the problem."""
+
+
+class TaskError(Exception):
+    """The task's own code failed at run time: `reward` or `measure` raised, or returned a
+    non-finite number, on real answers. A bug in the task, not a crash of a machine: a trial
+    that meets one reports it and ends (never retried), and the message names the function,
+    the answer pair (shortened) and the record, so the fix can start from it."""
+
+
+def shorten(text: Any, limit: int = 40) -> str:
+    """repr of a text cut to `limit` characters, with its full length when cut."""
+    text = str(text)
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}...({len(text)} chars)"
+
+
+def describe_record(record: Record | None, limit: int = 120) -> str:
+    """The record as a dict literal, cut to `limit` characters."""
+    text = repr(dict(record or {}))
+    return text if len(text) <= limit else text[:limit] + "...}"
+
+
+def describe_pair(record: Record | None, first: str, second: str) -> str:
+    """'answers ('..', '..') to record {...}': which answer pair a task error happened on."""
+    where = f"answers ({shorten(first)}, {shorten(second)})"
+    return f"{where} to record {describe_record(record)}" if record is not None else where
+
+
+def call_reward(
+    reward: Any, prompts: Sequence[str], completions1: Sequence[str], completions2: Sequence[str],
+    batch_items: Sequence[Record] | None = None,
+) -> list[float]:
+    """The task's reward over one group of answer pairs, as comlrl calls it, checked.
+
+    Raises TaskError when it raises, returns the wrong number of values or a non-finite one
+    (a NaN reward would reach the loss and be reported as a diverged learning rate).
+    """
+    from comlrl.utils.reward_utils import call_reward_function
+
+    items = list(batch_items or [])
+    record_of = lambda i: items[i] if i < len(items) else (items[0] if items else None)  # noqa: E731
+    try:
+        rewards = call_reward_function(
+            reward, list(prompts), [list(completions1), list(completions2)], num_agents=2, batch_items=items or None
+        )
+    except Exception as exc:
+        # Which pair: the first one that raises on its own (a reward may score pairs independently).
+        culprit = 0
+        for i, (a, b) in enumerate(zip(completions1, completions2)):
+            try:
+                call_reward_function(reward, list(prompts[i:i + 1]), [[a], [b]], num_agents=2, batch_items=[record_of(i)] if items else None)
+            except Exception:
+                culprit = i
+                break
+        raise TaskError(
+            f"task.reward raised {type(exc).__name__}: {exc} on "
+            f"{describe_pair(record_of(culprit), completions1[culprit], completions2[culprit])}"
+        ) from None
+    rewards = list(rewards)
+    if len(rewards) != len(completions1):
+        raise TaskError(
+            f"task.reward returned {len(rewards)} value(s) for {len(completions1)} answer pairs "
+            f"(record {describe_record(record_of(0))}); it must return one per pair"
+        )
+    for i, value in enumerate(rewards):
+        try:
+            finite = math.isfinite(value)
+        except TypeError:
+            finite = False
+        if not finite:
+            raise TaskError(
+                f"task.reward returned {value!r} on {describe_pair(record_of(i), completions1[i], completions2[i])}; "
+                "rewards must be finite numbers"
+            )
+    return [float(r) for r in rewards]
+
+
+def call_measure(task: Task, groups: Sequence[Sequence[Sample]]) -> dict[str, float]:
+    """task.measure over groups of answer pairs, checked: raises TaskError when it raises or
+    returns a non-finite value for a declared metric, naming the first answer pair that does."""
+    try:
+        values = dict(task.measure(groups))
+        bad = next((m.name for m in task.metrics if m.name in values and not _finite(values[m.name])), None)
+    except Exception as exc:
+        problem, bad = f"raised {type(exc).__name__}: {exc}", None
+    else:
+        if bad is None:
+            return values
+        problem = f"returned {values[bad]!r} for {bad!r}"
+    pair = _first_failing_pair(task, groups)
+    where = f" on {describe_pair(*pair)}" if pair is not None else " on a batch of answers (no single pair fails alone)"
+    raise TaskError(f"task.measure {problem}{where}; metrics must be finite numbers")
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _first_failing_pair(task: Task, groups: Sequence[Sequence[Sample]]) -> Sample | None:
+    for group in groups:
+        for sample in group:
+            try:
+                values = dict(task.measure([[sample]]))
+                if all(_finite(values.get(m.name, 0.0)) for m in task.metrics):
+                    continue
+            except Exception:
+                pass
+            return sample
+    return None
 
 
 def load_task(
@@ -149,5 +260,7 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
 
 
 __all__ = [
-    "BUILTIN_TASKS", "Record", "Sample", "Task", "TaskLoadError", "TaskMetric", "entry_file", "load_task", "probe_reward", "prompt_field",
+    "BUILTIN_TASKS", "Record", "Sample", "Task", "TaskError", "TaskFigure", "TaskLoadError", "TaskMetric", "TrialCurves",
+    "call_measure", "call_reward",
+    "entry_file", "load_task", "probe_reward", "prompt_field",
 ]

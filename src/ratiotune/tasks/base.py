@@ -53,6 +53,27 @@ def prompt_field(record: Record) -> str:
 
 
 @dataclass(frozen=True)
+class TrialCurves:
+    """What a task figure is drawn from: one trial's reported metrics per epoch."""
+
+    name: str  # the trial
+    epochs: int  # the epochs a trial trains (the x axis runs to it)
+    # "eval/mean_chars_agent1" -> (epochs, values), for every metric the trial reported
+    metrics: Mapping[str, tuple[list[int], list[float]]]
+
+
+@dataclass(frozen=True)
+class TaskFigure:
+    """A figure the task adds to `ratiotune report`, drawn for the best trial: the task owns its
+    pictures and its words, so the report itself knows no task."""
+
+    name: str  # the file: <name>.png in the report folder
+    title: str  # the report section's title
+    caption: str  # the words under the title
+    draw: Callable[[TrialCurves, Path], None]  # writes a PNG to the path (import matplotlib inside)
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     reward: Callable[..., Sequence[float]]
@@ -65,3 +86,5 @@ class Task:
     # Record fields the formatters and the reward read; a record without one fails at load.
     required_fields: tuple[str, ...] = ("prompt",)
     description: str = ""
+    # Figures `ratiotune report` draws for the best trial (length-ratio: agent 1's and agent 2's characters).
+    figures: tuple[TaskFigure, ...] = ()

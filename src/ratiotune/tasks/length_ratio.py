@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from ratiotune.tasks.base import Sample, Task, TaskMetric
+from ratiotune.tasks.base import Sample, Task, TaskFigure, TaskMetric, TrialCurves
 
 DEFAULT_TARGET_MIN = 2.0
 DEFAULT_TARGET_MAX = 3.0
@@ -105,6 +105,47 @@ def measure(groups: Sequence[Sequence[Sample]], target_min: float, target_max: f
     }
 
 
+def draw_answer_lengths(curves: TrialCurves, path: Path, target_min: float, target_max: float) -> None:
+    """Mean characters of agent 1 and agent 2 per epoch, with agent 2's target band (on eval)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(8.4, 3.8))
+    for split, style in (("eval", "-"), ("train", "--")):
+        xs, first = curves.metrics.get(f"{split}/mean_chars_agent1", ([], []))
+        _, second = curves.metrics.get(f"{split}/mean_chars_agent2", ([], []))
+        if not xs:
+            continue
+        ax.plot(xs, first, style, color="#1f77b4", marker="o", markersize=3, label=f"agent 1 ({split})")
+        ax.plot(xs, second, style, color="#d62728", marker="o", markersize=3, label=f"agent 2 ({split})")
+        if split == "eval":
+            ax.fill_between(xs, [target_min * c for c in first], [target_max * c for c in first],
+                            color="#d62728", alpha=0.12,
+                            label=f"agent 2 target: {target_min:g}-{target_max:g}x agent 1 (eval)")
+    ax.set_ylabel("mean characters per answer")
+    ax.set_title(f"How the best trial reached the ratio ({curves.name})")
+    ax.set_xlabel("epoch")
+    ax.set_xlim(0.7, max(curves.epochs, 1) + 0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the band fills the axes
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def lengths_figure(target_min: float, target_max: float) -> TaskFigure:
+    return TaskFigure(
+        name="best_trial_lengths",
+        title="How the best trial reached the ratio",
+        caption=f"Agent 2 is rewarded for {target_min:g}–{target_max:g}× agent 1's characters; the band is that target on eval.",
+        draw=lambda curves, path: draw_answer_lengths(curves, path, target_min, target_max),
+    )
+
+
 def make_task(target_min: float = DEFAULT_TARGET_MIN, target_max: float = DEFAULT_TARGET_MAX) -> Task:
     """The length-ratio task with the rewarded band [target_min, target_max]."""
     if not target_min > 0:
@@ -118,4 +159,5 @@ def make_task(target_min: float = DEFAULT_TARGET_MIN, target_max: float = DEFAUL
         metrics=METRICS,
         builtin_prompts=BUILTIN_PROMPTS,
         description=f"agent 2 writes {target_min:g}-{target_max:g}x the characters of agent 1",
+        figures=(lengths_figure(target_min, target_max),),
     )

@@ -30,13 +30,13 @@ import torch
 from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.distributed import unwrap_model
 from comlrl.utils.reward_processor import RewardProcessors
-from comlrl.utils.reward_utils import call_reward_function, resolve_reward_range
+from comlrl.utils.reward_utils import resolve_reward_range
 from comlrl.utils.tokenizer_utils import apply_tokenizer_specials
 from datasets import Dataset
 from safetensors.torch import load_file
 
 from ratiotune.training.generation import Decoding
-from ratiotune.tasks import Sample, Task
+from ratiotune.tasks import Sample, Task, call_reward
 
 # The comlrl release whose internals this module was written and tested against.
 COMLRL_VERSION = "1.4.3"
@@ -84,9 +84,8 @@ class RecordingReward:
     ) -> list[float]:
         if not self.groups:
             self.start_group()
-        rewards = call_reward_function(
-            self.reward, list(prompts or []), [list(completions1), list(completions2)], num_agents=2, batch_items=batch_items
-        )
+        # TaskError (not retried, names the answer pair) when the task's reward raises or is non-finite.
+        rewards = call_reward(self.reward, list(prompts or []), completions1, completions2, batch_items)
         items = list(batch_items or [])
         if len(items) != len(completions1):  # comlrl: one record for the group's answers
             items = [items[0] if items else {}] * len(completions1)

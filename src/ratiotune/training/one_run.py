@@ -88,6 +88,9 @@ def train(study: Study, output: Path, wandb: WandbSettings | None = None) -> lis
         )
 
     trial = Trial(study, {}, devices=devices)
+    # The numbers people follow, and search.metric: what a search would judge this config by.
+    progress = study.metrics().progress  # ..., search/objective last
+    shown = list(dict.fromkeys((*progress[:-1], study.search.metric, progress[-1])))
     print(f"agents on {devices[0]} and {devices[1]}")
     history = []
     with open(output / "metrics.jsonl", "w") as log:
@@ -100,7 +103,7 @@ def train(study: Study, output: Path, wandb: WandbSettings | None = None) -> lis
                 run.log(metrics, step=metrics["epoch"])
             print(
                 f"epoch {metrics['epoch']}/{study.train.epochs}  "
-                + "  ".join(f"{name} {metrics[name]:.3f}" for name in study.metrics().progress)
+                + "  ".join(f"{name} {metrics[name]:.3f}" for name in shown)
                 + f"  ({metrics['system/epoch_seconds']:.1f} s)",
                 flush=True,
             )

@@ -24,10 +24,10 @@ from transformers.utils import logging as hf_logging
 from ratiotune.training.magrpo import build_trainer, is_nonfinite_sampling
 from ratiotune.training.models import load_agents
 from ratiotune.core.objective import OBJECTIVE, trailing_mean
-from comlrl.utils.reward_utils import call_reward_function
+from ratiotune.tasks import TaskError, call_reward
 
 from ratiotune.core.metrics import measure
-from ratiotune.core.experiment import checkpoint_is_complete
+from ratiotune.core.experiment import TASK_ERROR_KEY, checkpoint_is_complete
 from ratiotune.core.storage import STAGING_PREFIX
 from ratiotune.core.study import SEED_KEY, START_KEY, TEST_KEY, Study
 
@@ -131,6 +131,18 @@ class Trial:
         metrics[OBJECTIVE] = trailing_mean(self.history, self.study.search.objective_window)
         return metrics
 
+    def task_error_row(self, error: TaskError) -> dict[str, Any]:
+        """The last row of a trial the task's own code stopped: no score (NaN: Optuna records the
+        trial as failed, the race scores it as diverged) and the error's one line."""
+        return {
+            **{f"eval/{k}": float("nan") for k in self.study.metrics().measured},
+            OBJECTIVE: float("nan"),
+            "epoch": self.epoch + 1,  # the epoch it failed in
+            "infeasible": 1,
+            "infeasible_reason": f"task error: {error}",
+            TASK_ERROR_KEY: str(error),
+        }
+
     def test(self, samples_per_prompt: int) -> dict[str, float]:
         """The honest measurement: the test prompts (never trained or selected on), `test/...` names."""
         records = self.study.prompts("test")
@@ -173,7 +185,7 @@ class Trial:
             second = self.trainer.sample_answers(prompts[1], 1, n, max_new_tokens)
         groups = [[(r, x, y) for x, y in zip(a, b)] for r, a, b in zip(records, first, second)]
         rewards = [
-            call_reward_function(self.task.reward, [prompt] * len(a), [a, b], num_agents=2, batch_items=[r])
+            call_reward(self.task.reward, [prompt] * len(a), a, b, batch_items=[r])
             for r, prompt, a, b in zip(records, prompts[0], first, second)
         ]
         return measure(self.task, groups, rewards)
@@ -273,13 +285,20 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     staging = checkpoint_staging_dir()
     try:
         while trial.epoch < end_epoch:
-            metrics = trial.run_epoch()
+            try:
+                metrics = trial.run_epoch()
+                if config.get(TEST_KEY) and trial.epoch == end_epoch and not metrics["infeasible"]:
+                    metrics.update(trial.test(int(config[TEST_KEY])))
+            except TaskError as exc:
+                # A bug in the task's reward or measure, not a crash: raising would make Ray restart
+                # the trial (search.max_failures) into the same bug. Report it and end; the trial's
+                # folder stays as the evidence, and the study stops (search/stop.py).
+                tune.report({**trial.task_error_row(exc), **node})
+                return
             if metrics["infeasible"]:
                 # No checkpoint: the diverged weights are worth nothing, and the trial ends here.
                 tune.report({**metrics, **node})
                 return
-            if config.get(TEST_KEY) and trial.epoch == end_epoch:
-                metrics.update(trial.test(int(config[TEST_KEY])))
             with tempfile.TemporaryDirectory(prefix="ratiotune-ckpt-", dir=staging) as tmp:
                 trial.save(Path(tmp), metrics)
                 # Ray delivers a result at least once: the driver logs this row, then asks the
