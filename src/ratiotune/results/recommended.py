@@ -27,7 +27,7 @@ class Recommendation:
     config: dict[str, Any]  # the searched values only
     search_trial: str | None  # the search trial the config came from (None: the baseline)
     honest: bool  # figures measured on fresh seeds and unseen prompts (the race's), not selection figures
-    # race: metric (the test/ twin of search.metric), mean, sd, ci95, pi95, n, collapsed, per_seed;
+    # race: metric (the test/ twin of search.metric), mean, sd, ci95, n, collapsed, per_seed;
     # search: metric, objective (trailing mean), best, best_epoch, epochs
     figures: dict[str, Any]
     agents: list[Path] = field(default_factory=list)  # race: final agents, one folder per confirmation seed

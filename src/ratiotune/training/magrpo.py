@@ -64,7 +64,8 @@ class RecordingReward:
     its own numbers grow with the scale; metrics come from these raw rewards instead.
     Samples are grouped per prompt (one `start_group()` per training step). The signature
     names `batch_items` (and `prompts`) so that comlrl's call_reward_function passes them;
-    the task's reward is called through call_reward_function too, so it may take either form.
+    the task's reward is called through `call_reward` (either form; a raise or a non-finite
+    reward becomes a TaskError naming the answer pair).
     """
 
     def __init__(self, reward: Any):
