@@ -1,8 +1,8 @@
 """The HPO field's anchors replayed against the run table, at random search's compute.
 
-    pip install -e '.[test,bench]'   # into its own venv: Optuna is ratiotune's; SMAC3, Syne Tune are bench extras
-    python bench/anchors.py --studies 200
-    python bench/anchors.py --studies 20 --anchors tpe,smac-hb --table bench/table/smoke_table.csv
+    pip install -e '.[test,bench]'   # into its own venv: Optuna and Ray are ratiotune's; SMAC3, Syne Tune, hpbandster are bench extras
+    python bench/anchors.py --studies 200 --ray-studies 16 --cache /tmp/anchors   # docs/bench/anchors.md
+    python bench/anchors.py --studies 20 --anchors optuna-tpe,smac-hb --table bench/table/smoke_table.csv
 
 Each anchor is run as its documentation tells a user to run it on their own training function,
 here a blackbox over bench/simulate.py's table and noise model:
@@ -24,7 +24,8 @@ num_generations and max_new_tokens categorical); smoke's fourth, reward_scale, i
 table does not hold it (it cancels under advantage normalization).
 
 Random search is simulate.py's `random` design for the same study seeds (20 full-length trials,
-the best single epoch ships), so every difference is paired by study.
+the best single epoch ships), so every difference is paired by study; `random-objective` (the same
+search, the best trailing mean ships) separates an anchor's search from its ship rule.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import argparse
 import contextlib
 import io
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -224,7 +226,7 @@ def syne_anchor(kind: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
 
         import numpy as np
         import syne_tune.config_space as sp
-        from syne_tune import StoppingCriterion, Tuner  # noqa: F401  (StoppingCriterion: the plain alternative)
+        from syne_tune import Tuner
         from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
         from syne_tune.blackbox_repository import UserBlackboxBackend
         from syne_tune.blackbox_repository.blackbox import Blackbox as SyneBlackbox
@@ -504,7 +506,7 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], seconds: di
         if name != "random":
             d, lo, hi = simulate.paired_difference(records, reference)
             diff = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        evaluations = "20" if name in REFERENCES else f"{statistics_median(r['evaluations'] for r in records):.0f}"
+        evaluations = "20" if name in REFERENCES else f"{statistics.median(r['evaluations'] for r in records):.0f}"
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {diff} | {simulate.pct(s['share_85'])} | "
             f"{simulate.pct(s['sampled_best'])} | {s['trial_epochs']:.0f} / {s['trial_epochs_mean']:.0f} ({s['trial_epochs_max']}) | "
@@ -517,12 +519,6 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], seconds: di
         if name not in REFERENCES:
             lines.append(f"- **{name}**: {ANCHORS[name][1]}")
     return "\n".join(lines) + "\n"
-
-
-def statistics_median(values) -> float:
-    import statistics
-
-    return statistics.median(list(values))
 
 
 def main(argv: list[str] | None = None) -> int:
