@@ -82,6 +82,8 @@ def test_a_staged_study_needs_a_learning_rate_to_sweep_and_lr_points_needs_stage
     tiny_study["search"].pop("baseline", None)
     with pytest.raises(StudyError, match=r"sampler: staged sweeps the learning rate first, so space needs learning_rate"):
         validate_study(tiny_study)
+    tiny_study["search"]["space"] = {}  # nothing searched (a `train` run): the sampler does not matter
+    validate_study(tiny_study)
     tiny_study["search"].update(sampler="tpe", lr_points=5, space={"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2}})
     with pytest.raises(StudyError, match=r"lr_points: 5 is used only by sampler staged; sampler is 'tpe'"):
         validate_study(tiny_study)

@@ -135,7 +135,7 @@ def test_a_task_error_at_run_time_is_named_not_retried_and_kept(tiny_study, tmp_
         again = search(study, storage)
         assert again.returncode == 2
         [line] = again.stderr.strip().splitlines()
-        assert "every trial in it stopped on a task error" in line and "another --name" in line and "rm -r" in line, line
+        assert "the study in it stopped on a task error" in line and "another --name" in line and "rm -r" in line, line
 
 
 def test_the_checked_calls_name_the_function_the_pair_and_the_record():

@@ -269,7 +269,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         # Before any trial starts (and after ray.init: see probe.py): most task bugs end here, in seconds.
         pairs, seconds = probe_answers(study)
         print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
-              f"ok ({seconds:.1f} s)", flush=True)
+              f"ok ({seconds:.1f} s)" if pairs else "pre-flight: skipped (the untrained agents could not answer; the "
+              "trials will say why)", flush=True)
         # The cluster's nodes, not this machine's: a trial must fit on one node.
         launch.check_resources(study, launch.largest_node_gpus())
         report, _ = memory.launch_report(study)
@@ -302,11 +303,15 @@ def rerun_hint(experiment_dir) -> str:
         return hint
     study = experiment.study
     statuses = [trial.status(study.train.epochs) for trial in experiment.trials]
-    failed = [s for s in statuses if s in (ERRORED, TASK_ERROR)]
+    if TASK_ERROR in statuses:
+        # A task error stops the whole study (search/stop.py): the trials beside it end wherever they
+        # were, so the folder holds no result whatever their number.
+        return (f"the study in it stopped on a task error ({statuses.count(TASK_ERROR)} of {len(statuses)} trials hit it), "
+                f"so it holds no result: after the fix, rerun with another --name, or delete it first (rm -r {experiment_dir})")
+    failed = [s for s in statuses if s == ERRORED]
     if not failed or len(failed) < len(statuses) or experiment.ranked():
         return hint
-    what = "stopped on a task error" if TASK_ERROR in failed else "errored"
-    return (f"every trial in it {what} ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
+    return (f"every trial in it errored ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
             f"rerun with another --name, or delete it first (rm -r {experiment_dir})")
 
 

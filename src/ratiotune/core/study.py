@@ -325,7 +325,7 @@ class SearchSpec(Strict):
             )
         if self.lr_points is not None and self.sampler != "staged":
             raise ValueError(f"lr_points: {self.lr_points} is used only by sampler staged; sampler is {self.sampler!r}")
-        if self.sampler == "staged" and "learning_rate" not in self.space:
+        if self.sampler == "staged" and self.space and "learning_rate" not in self.space:
             raise ValueError("sampler: staged sweeps the learning rate first, so space needs learning_rate "
                              f"(it has: {', '.join(self.space) or 'nothing'}); or choose tpe, gp, random or qmc")
         if self.multivariate and self.sampler != "tpe":

@@ -22,7 +22,8 @@ PROBE_SAMPLES = 4
 
 
 def probe_answers(study: Study) -> tuple[int, float]:
-    """Score one batch of real answers with the task; returns (answer pairs, seconds).
+    """Score one batch of real answers with the task; returns (answer pairs, seconds); 0 pairs when the
+    agents could not answer at all (a model problem, not the task's: the trials report it, as errors).
 
     Raises StudyError (one line, naming the function, the answer pair and the record) on a task error.
     Call it after ray.init: a driver that had imported comlrl (and with it wandb) before Ray started
@@ -48,13 +49,16 @@ def _probe(study: Study) -> tuple[str | None, int]:
     except PlacementError:
         devices = ["cpu", "cpu"]
     # The baseline config when there is one (else the study's train values): its max_new_tokens.
-    trial = Trial(study, study.baseline() or {}, devices=devices)
-    records = study.prompts("train")[:PROBE_RECORDS]
-    samples = min(int(trial.hyperparameters["num_generations"]), PROBE_SAMPLES)
+    trial = None
     try:
+        trial = Trial(study, study.baseline() or {}, devices=devices)
+        records = study.prompts("train")[:PROBE_RECORDS]
+        samples = min(int(trial.hyperparameters["num_generations"]), PROBE_SAMPLES)
         trial.evaluate(samples, records)
     except TaskError as exc:
         return str(exc), 0
+    except Exception:  # noqa: BLE001  the model, not the task (e.g. a folder without a tokenizer): the trials say it
+        return None, 0
     finally:
         del trial
         gc.collect()
