@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
-# A real search and its race (studies/demo.yaml): 118 CPU-seconds in all processes (driver, Ray,
-# trials), 81 lines of output (2026-12-05); the target is under 2 minutes on 2 idle cores (README says how it
+# A real search and its race (studies/demo.yaml): 63 s wall, 97 lines of output on the 2-core machine
+# (2026-12-05, a second look and a fallback included); the target is under 2 minutes on 2 idle cores (README says how it
 # was measured). The smoke study is the same task at a size that learns the reward.
 demo: install
 	WANDB_MODE=offline $(BIN)/ratiotune search studies/demo.yaml --storage results --name $(DEMO)
