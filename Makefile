@@ -23,7 +23,7 @@ demo: install
 	WANDB_MODE=offline $(BIN)/ratiotune search studies/demo.yaml --storage results --name $(DEMO)
 	$(BIN)/ratiotune best results/$(DEMO)
 
-# The suite (~10 minutes on 2 cores). The full-size model needs ~16 GB of RAM and runs on its own
+# The suite (~14 minutes on 2 cores: 13 min 16 s and 14 min 6 s on fresh clones, 2026-12-05). The full-size model needs ~16 GB of RAM and runs on its own
 # (test-full-size, ~5 minutes); CI runs both.
 test: install
 	$(BIN)/python -m pytest -q -m "not full_size"
