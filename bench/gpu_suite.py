@@ -525,53 +525,66 @@ def f(value, spec=".2f") -> str:
 
 def describe(row: dict) -> str:
     """One markdown table row for a section's JSON line."""
+    return table_row(row, section_text)
+
+
+def table_row(row: dict, section_text) -> str:
+    """The table row of a section's JSON line, for this suite and bench/gpu_window.py alike: a skipped or
+    failed section, or one whose figures do not fit its words, still reads as a row (its figures as JSON).
+    section_text(name, row) words a finished section, or returns None for one it does not know."""
     name = row["section"]
     lead = f"| {name} | {row.get('seconds', 0):.0f} s | "
     if "skipped" in row:
         return lead + f"skipped: {row['skipped']} |"
     prefix = f"FAILED ({row['error']}); so far: " if "error" in row else ""
     figures = {k: v for k, v in row.items() if k not in ("section", "seconds", "error", "done")}
+    text = None
     try:
-        if "error" in row:
-            raise KeyError
-        if name == "env":
-            text = (f"Python {row['python']}, torch {row['torch']}, transformers {row['transformers']} (cache as "
-                    f"`{row['generate_cache_kwarg']}=`), CUDA {row['cuda']}, {row.get('gpus', 0)} x {row.get('gpu', 'no GPU')}"
-                    f" ({f(row.get('gpu_memory_gib'), '.0f')} GiB); comlrl {row['comlrl']}, datasets {row['datasets']}, "
-                    f"pydantic {row['pydantic']}, wandb {row['wandb']}, ray {row['ray']}")  # fmt: skip
-        elif name == "decode":
-            text = (f"eager {f(row['eager_ms_per_step'])} ms/step, compiled {f(row['compiled_ms_per_step'])} ms/step "
-                    f"({f(row['speedup'], '.1f')}x; {row['rows']} rows x {row['steps']} steps, median of {row['calls']}); "
-                    f"compile {f(row['compile_s'], '.0f')} s; CUDA-graph recordings {row['cudagraph_records_warmup']} in warm-up, "
-                    f"{row['cudagraph_records_after_warmup']} after; cudagraph_skips {row['cudagraph_skips']}; "
-                    f"Dynamo compiles after warm-up {row['dynamo_compiles_after_warmup']}")  # fmt: skip
-        elif name == "greedy":
-            same = lambda equal, diff: "equal" if equal else f"first differs at step {diff}"  # noqa: E731
-            text = (f"{row['steps']} greedy steps: compiled vs eager {same(row['compiled_equals_eager'], row['first_diff_vs_eager'])}; "
-                    f"vs eager on the same bf16 copy {same(row['compiled_equals_eager_on_copy'], row['first_diff_vs_eager_on_copy'])}; "
-                    f"eager on the bf16 copy vs on the float32 masters under autocast "
-                    f"{same(row['copy_vs_masters_first_diff'] is None, row['copy_vs_masters_first_diff'])}")  # fmt: skip
-        elif name == "steps":
-            text = (f"{row['verdict']}: max |logit diff| vs current weights {f(row['max_logit_diff_vs_current'], '.3g')}, "
-                    f"vs the weights before the last step (control) {f(row['max_logit_diff_vs_previous_weights'], '.3g')} "
-                    f"(max |logit| {f(row['max_abs_logit'], '.3g')}, lr {row['lr']:g}); after warm-up: Dynamo compiles "
-                    f"{row['dynamo_compiles_after_warmup']}, CUDA-graph recordings {row['cudagraph_records_after_warmup']}, "
-                    f"cudagraph_skips {row['cudagraph_skips']}; {f(row['seconds_per_call_with_update'])} s per call + step")  # fmt: skip
-        elif name.startswith("epoch"):
-            peak = (f"peak {f(row['peak_allocated_gib'])} GiB allocated / {f(row['peak_reserved_gib'])} reserved"
-                    if "peak_allocated_gib" in row else f"peak RSS {f(row.get('peak_rss_gib'))} GiB (host)")  # fmt: skip
-            text = (f"{row['mode']}: {f(row['epoch_s'], '.1f')} s per epoch of {row['prompts']} prompts (first "
-                    f"{f(row['first_epoch_s'], '.1f')} s), eval {f(row['eval_s'], '.1f')} s (first {f(row['first_eval_s'], '.1f')} s); "
-                    f"projected study epoch (32 prompts + eval) {f(row['projected_study_epoch_s'], '.0f')} s; {peak} vs "
-                    f"estimate {f(row['estimate_gib'], '.3g')} GiB (incl. {f(row['estimate_cuda_context_gib'], '.3g')} CUDA context)")  # fmt: skip
-        elif name == "update":
-            text = (f"loss+backward over {row['completion_tokens']} tokens: comlrl {f(row['stock_s'], '.3f')} s, "
-                    f"batched {f(row['batched_s'], '.3f')} s ({f(row['speedup'], '.1f')}x)")  # fmt: skip
-        else:
-            text = json.dumps(figures, default=str)[:400]
-    except (KeyError, TypeError, ValueError):
+        if "error" not in row:
+            text = section_text(name, row)
+    except (KeyError, TypeError, ValueError, IndexError):
+        pass
+    if text is None:
         text = json.dumps(figures, default=str)[:400]
     return lead + prefix + text + " |"
+
+
+def section_text(name: str, row: dict) -> str | None:
+    """This suite's words for each section's figures (None: a section it does not know)."""
+    if name == "env":
+        return (f"Python {row['python']}, torch {row['torch']}, transformers {row['transformers']} (cache as "
+                f"`{row['generate_cache_kwarg']}=`), CUDA {row['cuda']}, {row.get('gpus', 0)} x {row.get('gpu', 'no GPU')}"
+                f" ({f(row.get('gpu_memory_gib'), '.0f')} GiB); comlrl {row['comlrl']}, datasets {row['datasets']}, "
+                f"pydantic {row['pydantic']}, wandb {row['wandb']}, ray {row['ray']}")  # fmt: skip
+    elif name == "decode":
+        return (f"eager {f(row['eager_ms_per_step'])} ms/step, compiled {f(row['compiled_ms_per_step'])} ms/step "
+                f"({f(row['speedup'], '.1f')}x; {row['rows']} rows x {row['steps']} steps, median of {row['calls']}); "
+                f"compile {f(row['compile_s'], '.0f')} s; CUDA-graph recordings {row['cudagraph_records_warmup']} in warm-up, "
+                f"{row['cudagraph_records_after_warmup']} after; cudagraph_skips {row['cudagraph_skips']}; "
+                f"Dynamo compiles after warm-up {row['dynamo_compiles_after_warmup']}")  # fmt: skip
+    elif name == "greedy":
+        same = lambda equal, diff: "equal" if equal else f"first differs at step {diff}"  # noqa: E731
+        return (f"{row['steps']} greedy steps: compiled vs eager {same(row['compiled_equals_eager'], row['first_diff_vs_eager'])}; "
+                f"vs eager on the same bf16 copy {same(row['compiled_equals_eager_on_copy'], row['first_diff_vs_eager_on_copy'])}; "
+                f"eager on the bf16 copy vs on the float32 masters under autocast "
+                f"{same(row['copy_vs_masters_first_diff'] is None, row['copy_vs_masters_first_diff'])}")  # fmt: skip
+    elif name == "steps":
+        return (f"{row['verdict']}: max |logit diff| vs current weights {f(row['max_logit_diff_vs_current'], '.3g')}, "
+                f"vs the weights before the last step (control) {f(row['max_logit_diff_vs_previous_weights'], '.3g')} "
+                f"(max |logit| {f(row['max_abs_logit'], '.3g')}, lr {row['lr']:g}); after warm-up: Dynamo compiles "
+                f"{row['dynamo_compiles_after_warmup']}, CUDA-graph recordings {row['cudagraph_records_after_warmup']}, "
+                f"cudagraph_skips {row['cudagraph_skips']}; {f(row['seconds_per_call_with_update'])} s per call + step")  # fmt: skip
+    elif name.startswith("epoch"):
+        peak = (f"peak {f(row['peak_allocated_gib'])} GiB allocated / {f(row['peak_reserved_gib'])} reserved"
+                if "peak_allocated_gib" in row else f"peak RSS {f(row.get('peak_rss_gib'))} GiB (host)")  # fmt: skip
+        return (f"{row['mode']}: {f(row['epoch_s'], '.1f')} s per epoch of {row['prompts']} prompts (first "
+                f"{f(row['first_epoch_s'], '.1f')} s), eval {f(row['eval_s'], '.1f')} s (first {f(row['first_eval_s'], '.1f')} s); "
+                f"projected study epoch (32 prompts + eval) {f(row['projected_study_epoch_s'], '.0f')} s; {peak} vs "
+                f"estimate {f(row['estimate_gib'], '.3g')} GiB (incl. {f(row['estimate_cuda_context_gib'], '.3g')} CUDA context)")  # fmt: skip
+    elif name == "update":
+        return (f"loss+backward over {row['completion_tokens']} tokens: comlrl {f(row['stock_s'], '.3f')} s, "
+                f"batched {f(row['batched_s'], '.3f')} s ({f(row['speedup'], '.1f')}x)")  # fmt: skip
+    return None
 
 
 def run_section(name: str, sizes: dict, device: str, budget: float, env: dict, script: Path | None = None) -> dict:

@@ -469,66 +469,59 @@ SECTIONS = {"env": section_env, "two_agents": section_two_agents, "packing": sec
 
 
 def describe(row: dict) -> str:
-    name = row["section"]
-    lead = f"| {name} | {row.get('seconds', 0):.0f} s | "
-    if "skipped" in row:
-        return lead + f"skipped: {row['skipped']} |"
-    prefix = f"FAILED ({row['error']}); so far: " if "error" in row else ""
-    figures = {k: v for k, v in row.items() if k not in ("section", "seconds", "error", "done")}
-    try:
-        if "error" in row:
-            raise KeyError
-        if name == "env":
-            text = gpu_suite.describe({**row, "section": "env"}).split(" | ", 2)[2].rstrip(" |") + f"; ray jars {row['ray_jars']}, optuna {row['optuna']}"
-        elif name == "two_agents":
-            a, b = row["agent0"], row["agent1"]
-            text = (f"{row['verdict']}: max |logit diff| vs own eager {f(a['max_logit_diff_vs_own_eager'], '.3g')} / "
-                    f"{f(b['max_logit_diff_vs_own_eager'], '.3g')}, vs the other agent {f(a['max_logit_diff_vs_other_agent'], '.3g')} / "
-                    f"{f(b['max_logit_diff_vs_other_agent'], '.3g')}; {row['alternations']} alternations: CUDA-graph recordings "
-                    f"after warm-up {row['cudagraph_records_after_warmup']}, Dynamo compiles {row['dynamo_compiles_after_warmup']}, "
-                    f"cudagraph_skips {row['cudagraph_skips']}; {f(row['ms_per_step'])} ms/step")  # fmt: skip
-        elif name == "packing":
-            parts = []
-            for r in row["rows"]:
-                if "error" in r:
-                    parts.append(f"{r['packing']}/GPU: {r['error']}")
-                    continue
-                memory = f(r.get("process_gib")) if r.get("process_gib") else f"{f(r.get('device_used_per_trial_gib'))} (device/at once)"
-                parts.append(f"{r['packing']}/GPU: {r['at_once']} at once, {f(r['trials_per_gpu_hour'], '.0f')} trials/GPU-h "
-                             f"({f(r.get('vs_one_per_gpu'))}x), epoch {f(r['epoch_s'], '.1f')} s, driver {memory} GiB/trial, "
-                             f"reserved {f(r['reserved_gib'])} vs estimate {f(r['estimate_gib'])} GiB")  # fmt: skip
-            text = "; ".join(parts)
-        elif name == "search":
-            text = (f"search exit {row['search_exit']} in {f(row['search_s'], '.0f')} s, {row['trials']} trials "
-                    f"({row['trials_errored']} errored), race summary {row['race_summary']}; best exit {row['best_exit']}: "
-                    f"{row['best_headline']}")  # fmt: skip
-        elif name == "checkpoint":
-            text = (f"{row['verdict']}: {row['weight_tensors_unequal']} weight and {row['adamw_tensors_unequal']} of "
-                    f"{row['adamw_tensors_checked']} AdamW tensors unequal, decode copies equal {row['decode_copies_equal']}, "
-                    f"compiled greedy tokens equal {row['compiled_greedy_equal']}; "
-                    f"save {f(row['save_s'], '.1f')} s, restore {f(row['restore_s'], '.1f')} s, {f(row['checkpoint_gb'], '.3g')} GB")  # fmt: skip
-        elif name == "profile":
-            text = (f"{row['steps']} compiled steps x {row['rows']} rows: wall {f(row['wall_ms_per_step'])} ms/step, GPU busy "
-                    f"{f(row['gpu_busy_ms_per_step'])} ms/step ({f(row['gpu_busy_share'], '.0%') if row['gpu_busy_share'] is not None else 'n/a'}); "
-                    f"top host op {row['host_top'][0][0] if row['host_top'] else 'n/a'}")  # fmt: skip
-        elif name == "decode_loop":
-            text = (f"our loop {f(row['loop_ms_per_step'])} ms/step vs generate() compiled {f(row['generate_ms_per_step'])} "
-                    f"({f(row['speedup'])}x; {row['rows']} rows x {row['steps']} steps); greedy "
-                    f"{'equal' if row['greedy_equal'] else 'first differs at step ' + str(row['greedy_first_diff'])}; "
-                    f"CUDA-graph recordings after warm-up {row['cudagraph_records_after_warmup']}, "
-                    f"cudagraph_skips {row.get('cudagraph_skips')}")  # fmt: skip
-        elif name == "logprob_gap":
-            text = (f"sampler vs trainer |log-prob gap| mean {f(row['mean_abs_gap_sampler_vs_trainer'], '.3g')}, max "
-                    f"{f(row['max_abs_gap_sampler_vs_trainer'], '.3g')} over {row['tokens']} tokens; autocast vs fp32 "
-                    f"{f(row['mean_abs_gap_autocast_vs_fp32'], '.3g')}; sequence ratio [{f(row['sequence_ratio_min'], '.3g')}, "
-                    f"{f(row['sequence_ratio_max'], '.3g')}]; grad cosine bf16 vs fp32 {f(row['grad_cosine_bf16_vs_fp32'], '.4f')}; "
-                    f"eager copies vs trainer: all-bf16 {f(row.get('mean_abs_gap_bf16_copy_eager_vs_trainer'), '.3g')}, "
-                    f"fp32 embeddings+norms {f(row.get('mean_abs_gap_fp32_embed_norm_copy_vs_trainer'), '.3g')}")  # fmt: skip
-        else:
-            text = json.dumps(figures, default=str)[:400]
-    except (KeyError, TypeError, ValueError, IndexError):
-        text = json.dumps(figures, default=str)[:400]
-    return lead + prefix + text + " |"
+    """One markdown table row for a section's JSON line (gpu_suite.table_row, with this window's words)."""
+    return gpu_suite.table_row(row, section_text)
+
+
+def section_text(name: str, row: dict) -> str | None:
+    """The window's words for each section's figures (None: a section it does not know)."""
+    if name == "env":
+        return gpu_suite.section_text("env", row) + f"; ray jars {row['ray_jars']}, optuna {row['optuna']}"
+    elif name == "two_agents":
+        a, b = row["agent0"], row["agent1"]
+        return (f"{row['verdict']}: max |logit diff| vs own eager {f(a['max_logit_diff_vs_own_eager'], '.3g')} / "
+                f"{f(b['max_logit_diff_vs_own_eager'], '.3g')}, vs the other agent {f(a['max_logit_diff_vs_other_agent'], '.3g')} / "
+                f"{f(b['max_logit_diff_vs_other_agent'], '.3g')}; {row['alternations']} alternations: CUDA-graph recordings "
+                f"after warm-up {row['cudagraph_records_after_warmup']}, Dynamo compiles {row['dynamo_compiles_after_warmup']}, "
+                f"cudagraph_skips {row['cudagraph_skips']}; {f(row['ms_per_step'])} ms/step")  # fmt: skip
+    elif name == "packing":
+        parts = []
+        for r in row["rows"]:
+            if "error" in r:
+                parts.append(f"{r['packing']}/GPU: {r['error']}")
+                continue
+            memory = f(r.get("process_gib")) if r.get("process_gib") else f"{f(r.get('device_used_per_trial_gib'))} (device/at once)"
+            parts.append(f"{r['packing']}/GPU: {r['at_once']} at once, {f(r['trials_per_gpu_hour'], '.0f')} trials/GPU-h "
+                         f"({f(r.get('vs_one_per_gpu'))}x), epoch {f(r['epoch_s'], '.1f')} s, driver {memory} GiB/trial, "
+                         f"reserved {f(r['reserved_gib'])} vs estimate {f(r['estimate_gib'])} GiB")  # fmt: skip
+        return "; ".join(parts)
+    elif name == "search":
+        return (f"search exit {row['search_exit']} in {f(row['search_s'], '.0f')} s, {row['trials']} trials "
+                f"({row['trials_errored']} errored), race summary {row['race_summary']}; best exit {row['best_exit']}: "
+                f"{row['best_headline']}")  # fmt: skip
+    elif name == "checkpoint":
+        return (f"{row['verdict']}: {row['weight_tensors_unequal']} weight and {row['adamw_tensors_unequal']} of "
+                f"{row['adamw_tensors_checked']} AdamW tensors unequal, decode copies equal {row['decode_copies_equal']}, "
+                f"compiled greedy tokens equal {row['compiled_greedy_equal']}; "
+                f"save {f(row['save_s'], '.1f')} s, restore {f(row['restore_s'], '.1f')} s, {f(row['checkpoint_gb'], '.3g')} GB")  # fmt: skip
+    elif name == "profile":
+        return (f"{row['steps']} compiled steps x {row['rows']} rows: wall {f(row['wall_ms_per_step'])} ms/step, GPU busy "
+                f"{f(row['gpu_busy_ms_per_step'])} ms/step ({f(row['gpu_busy_share'], '.0%') if row['gpu_busy_share'] is not None else 'n/a'}); "
+                f"top host op {row['host_top'][0][0] if row['host_top'] else 'n/a'}")  # fmt: skip
+    elif name == "decode_loop":
+        return (f"our loop {f(row['loop_ms_per_step'])} ms/step vs generate() compiled {f(row['generate_ms_per_step'])} "
+                f"({f(row['speedup'])}x; {row['rows']} rows x {row['steps']} steps); greedy "
+                f"{'equal' if row['greedy_equal'] else 'first differs at step ' + str(row['greedy_first_diff'])}; "
+                f"CUDA-graph recordings after warm-up {row['cudagraph_records_after_warmup']}, "
+                f"cudagraph_skips {row.get('cudagraph_skips')}")  # fmt: skip
+    elif name == "logprob_gap":
+        return (f"sampler vs trainer |log-prob gap| mean {f(row['mean_abs_gap_sampler_vs_trainer'], '.3g')}, max "
+                f"{f(row['max_abs_gap_sampler_vs_trainer'], '.3g')} over {row['tokens']} tokens; autocast vs fp32 "
+                f"{f(row['mean_abs_gap_autocast_vs_fp32'], '.3g')}; sequence ratio [{f(row['sequence_ratio_min'], '.3g')}, "
+                f"{f(row['sequence_ratio_max'], '.3g')}]; grad cosine bf16 vs fp32 {f(row['grad_cosine_bf16_vs_fp32'], '.4f')}; "
+                f"eager copies vs trainer: all-bf16 {f(row.get('mean_abs_gap_bf16_copy_eager_vs_trainer'), '.3g')}, "
+                f"fp32 embeddings+norms {f(row.get('mean_abs_gap_fp32_embed_norm_copy_vs_trainer'), '.3g')}")  # fmt: skip
+    return None
 
 
 def main() -> None:
