@@ -124,6 +124,20 @@ def space(table: Table) -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- (a) Optuna
 
 
+def config_space(table: Table, seed: int):
+    """The study's space as ConfigSpace writes it (SMAC3 and Ray's BOHB both take one)."""
+    from ConfigSpace import Categorical, ConfigurationSpace, Float
+
+    s = space(table)
+    cs = ConfigurationSpace(seed=seed)
+    cs.add([
+        Float("learning_rate", (s["learning_rate"]["low"], s["learning_rate"]["high"]), log=True),
+        Categorical("num_generations", list(s["num_generations"]["values"])),
+        Categorical("max_new_tokens", list(s["max_new_tokens"]["values"])),
+    ])
+    return cs
+
+
 def optuna_anchor(sampler_name: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
     """Optuna's sampler at its defaults, ask/tell, full-length trials until the budget is spent; the
     best trial's params ship."""
@@ -166,19 +180,12 @@ def smac_anchor(kind: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
     def run(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
         import logging
 
-        from ConfigSpace import Categorical, ConfigurationSpace, Float
         from smac import HyperparameterOptimizationFacade, MultiFidelityFacade, Scenario
         from smac.intensifier.hyperband import Hyperband
         from smac.runhistory.dataclasses import TrialValue
 
         logging.getLogger("smac").setLevel(logging.ERROR)
-        s = space(table)
-        cs = ConfigurationSpace(seed=seed)
-        cs.add([
-            Float("learning_rate", (s["learning_rate"]["low"], s["learning_rate"]["high"]), log=True),
-            Categorical("num_generations", list(s["num_generations"]["values"])),
-            Categorical("max_new_tokens", list(s["max_new_tokens"]["values"])),
-        ])
+        cs = config_space(table, seed)
 
         def target(config, seed: int = 0, budget: float = float(table.epochs)) -> float:  # never called: ask/tell
             raise RuntimeError("anchors drives SMAC through ask/tell")
@@ -311,7 +318,6 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
     import os
 
     import ray
-    from ConfigSpace import Categorical, ConfigurationSpace, Float
     from ray import tune
     from ray.tune import Callback, Stopper
     from ray.tune.schedulers import HyperBandForBOHB
@@ -321,13 +327,7 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
         # Trial actors unpickle the trainable, which refers to this module and simulate.py: both in bench/.
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}})
-    s = space(table)
-    cs = ConfigurationSpace(seed=seed)
-    cs.add([
-        Float("learning_rate", (s["learning_rate"]["low"], s["learning_rate"]["high"]), log=True),
-        Categorical("num_generations", list(s["num_generations"]["values"])),
-        Categorical("max_new_tokens", list(s["max_new_tokens"]["values"])),
-    ])
+    cs = config_space(table, seed)
 
     class TableTrainable(tune.Trainable):
         def setup(self, config, table=None, study_seed=0):
