@@ -50,10 +50,6 @@ def load(study_path: Path):
     raw = yaml.safe_load(Path(study_path).read_text())
     raw["search"]["space"] = {}
     raw["search"].pop("baseline", None)
-    # Nothing is searched in a run of the table: the study's sampler settings do not apply.
-    raw["search"]["sampler"] = "random"
-    for name in ("startup_trials", "multivariate", "lr_points"):
-        raw["search"].pop(name, None)
     return validate_study(raw, source=str(study_path))
 
 
