@@ -162,11 +162,18 @@ def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
 
 def test_a_study_with_room_races_the_plan_as_set():
     p = plan(RaceSpec(), search_epochs=20 * 12, run_epochs=12, available=6, baseline=True)
-    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 6, None)
+    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 5, None)
     share = RaceSpec().max_share
-    assert p.budget == min(int(240 * share / (1 - share) / 12) - 12, 5 * 8) == 12 and p.share <= share
-    # The ceiling: the selection's 12, the confirmation's 2 x 6, a second look's 2 x 4, a fallback on all 10 seeds.
-    assert p.ceiling == 12 + 12 + 8 + 10 and f"at most {p.ceiling} runs ({p.ceiling * 12} trial-epochs)" in p.line()
+    assert p.budget == min(int(240 * share / (1 - share) / 12) - 10, 5 * 8) == 14 and p.share <= share
+    # The ceiling: the selection's 14, the confirmation's 2 x 5, a second look's 2 x 5, a fallback on all 10 seeds.
+    assert p.ceiling == 14 + 10 + 10 + 10 and f"at most {p.ceiling} runs ({p.ceiling * 12} trial-epochs)" in p.line()
+
+
+def test_one_challenger_beside_the_baseline_has_no_selection():
+    # Room for one challenger's selection (2 contenders x 2 seeds) but nothing to choose between:
+    # the challenger goes straight to the confirmation, which compares it with the baseline anyway.
+    p = plan(RaceSpec(top_k=1), search_epochs=20 * 12, run_epochs=12, available=6, baseline=True)
+    assert (p.challengers, p.select, p.budget, p.runs) == (1, False, 0, 2 * RaceSpec().confirm_seeds)
 
 
 def test_a_small_study_is_fitted_and_says_so_in_one_line():

@@ -26,7 +26,7 @@ def experiment(tmp_path_factory):
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2,
                 "space": {"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
                           "num_generations": {"type": "choice", "values": [2, 4]}}},
-        race={"enabled": True, "top_k": 1, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
+        race={"enabled": True, "top_k": 2, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
               "second_look_seeds": 0},
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))

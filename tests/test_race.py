@@ -108,8 +108,8 @@ def test_a_final_figure_of_zero_is_a_collapse_even_when_rewards_are_not(tiny_stu
 
 
 def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float]) -> dict:
-    """summarize() on a race the protocol ran: the challenger beat the baseline in the selection, then a
-    hand-made confirmation on seeds 9-12 (one look: no second look, no fallback)."""
+    """summarize() on a race the protocol ran: one challenger beside the baseline, so no selection (nothing
+    to choose between), then a hand-made confirmation on seeds 3-6 (one look: no second look, no fallback)."""
     tiny_study["search"]["space"]["num_generations"] = {"type": "choice", "values": [2, 4]}
     tiny_study["race"] = {"enabled": True, "max_seeds": 2, "confirm_seeds": 4, "second_look_seeds": 0, "fallbacks": 0}
     study = validate_study(tiny_study)
@@ -124,7 +124,7 @@ def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float
             if not r.test:
                 protocol.tell(r, 0.5 if r.contender == "trial_a" else 0.2)
                 continue
-            value = (winner_test if r.contender == "trial_a" else baseline_test)[r.seed - 5]
+            value = (winner_test if r.contender == "trial_a" else baseline_test)[r.seed - 3]
             trial = run(0 if r.contender == BASELINE else 1, r.seed, [0.3], test={"test/in_range_fraction": value, "test/mean_reward": value})
             trials.append(trial)
             protocol.tell(r, value, value == 0.0)
@@ -149,7 +149,7 @@ def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["margin"]["mean"] == pytest.approx(0.2575) and summary["gate"]["margin_lower"] > 0
     assert verdict(summary).startswith("confirmed: lr 0.003, gens 4")
-    assert summary["seeds"] == {"selection": [1, 2], "confirmation": [3, 4, 5, 6]}
+    assert summary["seeds"] == {"selection": [], "confirmation": [3, 4, 5, 6]}
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_a"]
     assert all("±" not in line for line in headline(summary))
 
@@ -223,8 +223,8 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in first) == [(i, s) for i in range(4) for s in (1, 2)]
     assert summary["selection"]["rounds"][0]["cut"] == ["baseline", "trial_mid", "trial_bad"]
     confirm = asked[-1]
-    # The confirmation's seeds follow the selection's max_seeds (1..8): race.confirm_seeds (default 6) more.
-    assert {r[SEED_KEY] for r in confirm} == set(range(9, 9 + RaceSpec().confirm_seeds)) == {9, 10, 11, 12, 13, 14}
+    # The confirmation's seeds follow the selection's max_seeds (1..8): race.confirm_seeds (default 5) more.
+    assert {r[SEED_KEY] for r in confirm} == set(range(9, 9 + RaceSpec().confirm_seeds)) == {9, 10, 11, 12, 13}
     assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"
@@ -234,11 +234,11 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
 def test_a_winner_ahead_on_the_mean_but_not_shown_better_gets_a_second_look(tiny_study, tmp_path, monkeypatch):
     # Bimodal: 0.7 on most seeds, 0.05 on seeds 10, 12 and 14. On the 6 confirmation seeds (9-14)
     # the margin's bound is below 0 (mean 0.175: three of six at -0.15); the winner leads on the
-    # mean, so both train on race.second_look_seeds (4) more seeds (15-18), and on all 10 the
+    # mean, so both train on race.second_look_seeds (4 here) more seeds (15-18), and on all 10 the
     # bound (one-sided 98.3%: the race's 5% over its 3 looks) is 0.056 > 0.
     table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.05 if s in (10, 12, 14) else 0.7,
              "trial_mid": lambda s: 0.1, "trial_bad": lambda s: 0.0}
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, confirm_seeds=6, second_look_seeds=4)
     assert {r[SEED_KEY] for r in asked[-2]} == set(range(9, 15))
     assert {r[SEED_KEY] for r in asked[-1]} == set(range(15, 19)) and {r[CONTENDER_KEY] for r in asked[-1]} == {0, 1}
     assert summary["gate"]["look"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
@@ -266,7 +266,7 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
     # same six seeds (the baseline's runs reused) and is confirmed.
     table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.0 if s >= 9 else 0.6,
              "trial_mid": lambda s: 0.5, "trial_bad": lambda s: 0.4}
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, confirm_seeds=6)
     fallback = asked[-1]
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in fallback) == [(2, s) for s in range(9, 15)]  # no baseline runs
     assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good"]
@@ -283,7 +283,7 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
 def test_the_fallback_stops_after_race_fallbacks_configs_and_the_baseline_stands(tiny_study, tmp_path, monkeypatch):
     collapsing = lambda s: 0.0 if s >= 9 else 0.6  # noqa: E731  (learns on the selection's seeds, collapses after)
     table = {"baseline": lambda s: 0.2, "trial_good": collapsing, "trial_mid": collapsing, "trial_bad": collapsing}
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, fallbacks=2)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, fallbacks=2, confirm_seeds=6)
     assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good", "trial_mid"]  # race.fallbacks: 2
     assert summary["winner"]["search_trial"] == "trial_bad" and not summary["gate"]["recommend"]
     assert summary["recommended"]["which"] == "baseline"

@@ -16,8 +16,9 @@ METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
     """3 trials x 2 epochs, searched learning rate, --wandb in offline mode, then the race:
-    the baseline and the top challenger on fresh seeds 1 and 2 (paired), then the winner (or,
-    if the baseline held, the challenger) and the baseline on seeds 3 and 4 (8 runs)."""
+    the baseline and the top two challengers on fresh seeds 1 and 2 (paired: the selection; one
+    challenger would have nothing to be chosen from), then the winner (or, if the baseline held,
+    the best challenger) and the baseline on seeds 3 and 4 (10 runs)."""
     from conftest import tiny_study_dict
     import yaml
 
@@ -26,7 +27,7 @@ def experiment(tmp_path_factory):
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
         # One look (second_look_seeds 0): the seeds asserted below stay fixed; test_race.py covers the second look.
-        race={"enabled": True, "top_k": 1, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
+        race={"enabled": True, "top_k": 2, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
               "second_look_seeds": 0},
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
@@ -205,8 +206,8 @@ def test_the_race_confirms_on_seeds_and_prompts_that_selected_nothing(experiment
     summary = json.loads((race / "summary.json").read_text())
     selection = load_experiment(race / "round-0")
     confirmation = load_experiment(race / "confirm")
-    # Paired: the baseline (c0) and the challenger (c1) on the same fresh seeds.
-    assert sorted(t.name for t in selection.trials) == ["c0_seed1", "c0_seed2", "c1_seed1", "c1_seed2"]
+    # Paired: the baseline (c0) and the challengers (c1, c2) on the same fresh seeds.
+    assert sorted(t.name for t in selection.trials) == [f"c{c}_seed{s}" for c in range(3) for s in (1, 2)]
     assert summary["seeds"] == {"selection": [1, 2], "confirmation": [3, 4]}
     assert len(confirmation.trials) == 4  # the winner (or the challenger beside a baseline that held) and the baseline
     assert {t.config["seed"] for t in confirmation.trials} == {3, 4}  # never the search's 0 nor the selection's

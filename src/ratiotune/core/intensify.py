@@ -316,8 +316,10 @@ def plan(
     pairs = 2 if baseline else 1
 
     def selection(k: int, select: bool) -> int:
+        # A selection needs two challengers: one challenger beside the baseline has nothing to be
+        # chosen from, and the confirmation compares it with the baseline on fresh seeds anyway.
         contenders = k + (1 if baseline else 0)
-        return contenders * settings.min_seeds if select and contenders > 1 else 0
+        return contenders * settings.min_seeds if select and k > 1 else 0
 
     def need(k: int, select: bool, confirm: int) -> int:
         return selection(k, select) + confirm * pairs
@@ -340,8 +342,9 @@ def plan(
             f"raise search.num_samples, or lower or unset {', '.join('race.' + f for f in set_here)}"
         )
     contenders = k + (1 if baseline else 0)
+    select = select and k > 1
     budget = 0
-    if select and contenders > 1:
+    if select:
         budget = min(max(allowed - confirm * pairs, selection(k, select)), contenders * settings.max_seeds)
     runs = budget + confirm * pairs
     # A second look adds seeds for the winner and the baseline; each fallback trains one config on them all.
@@ -361,7 +364,7 @@ def plan(
             f"study's trial-epochs (race.max_share {share:g}; the search spent {search_epochs})"
             + ("; above max_share: a study this small cannot afford less" if over else "")
         )
-    return RacePlan(k, select and contenders > 1, budget, confirm, runs, race_share, fitted, ceiling, run_epochs)
+    return RacePlan(k, select, budget, confirm, runs, race_share, fitted, ceiling, run_epochs)
 
 
 # --------------------------------------------------------------------------- the gate

@@ -437,17 +437,17 @@ class RaceSpec(Strict):
         "(0.1: 4 of 4 seeds lost; 0.05: 5 of 5).",
     )
     confirm_seeds: int = Field(
-        6, ge=2,
+        5, ge=2,
         description="Further fresh seeds the winner and the baseline train on (paired); their final epoch on the "
         "test prompts is the figure the gate decides on.",
     )
     max_collapse_share: float = Field(
         0.34, ge=0, le=1,
         description="The gate: most of the winner's confirmation seeds that may collapse (final test figure at its worst "
-        "end, every reward 0, or diverged); 0.34 = at most 2 of 6 or 3 of 10.",
+        "end, every reward 0, or diverged); 0.34 = at most 1 of 5 or 3 of 10.",
     )
     second_look_seeds: int = Field(
-        4, ge=0,
+        5, ge=0,
         description="When the gate falls short but the winner leads the baseline on the mean, the winner and the "
         "baseline train on this many more paired seeds and the gate decides on all of them (0: one look). "
         "A look of its own: it takes its share of the race's error (race.confidence). Outside max_share's plan; "
