@@ -52,7 +52,8 @@ TABLE = REPO / "bench" / "table" / "smoke_table.csv"
 OUT = REPO / "docs" / "bench" / "simulate"
 PLOT = REPO / "docs" / "img" / "simulate_designs.png"
 CURVE = REPO / "docs" / "img" / "simulate_compute.png"
-# Random search's budget in trial-epochs (its full-length trials); the smoke study's median compute.
+# Random search's budget in trial-epochs (its full-length trials) on the smoke table: the shipped design's median
+# compute there (main() measures it per table; bench/anchors.py uses this figure).
 SMOKE_BUDGET = 240
 
 
@@ -447,48 +448,68 @@ def prediction_check(table: Table, key: Key, values: list[float | None], collaps
 # --------------------------------------------------------------------------- the designs
 
 
-def designs(budget: int) -> list[Design]:
-    """The pipelines compared, all from smoke.yaml. Random search gets `budget` trial-epochs of
-    full-length trials; the other designs' compute is in the output, to compare."""
-    random_trials = max(1, budget // 12)
+def designs(budget: int, study: Path = SMOKE) -> list[Design]:
+    """The pipelines compared, all from `study` (the table's study file). Random search gets `budget`
+    trial-epochs of full-length trials (main() passes the shipped design's median: equal compute); the
+    other designs' compute is in the output, to compare. The designs around smoke's (its grid, its race's
+    numbers, the designs it replaced) are in the catalogue of the smoke table only."""
+    raw = yaml.safe_load(Path(study).read_text())
+    epochs, samples = raw["train"]["epochs"], raw["search"]["num_samples"]
+    random_trials = max(1, budget // epochs)
     random = (f"search.num_samples={random_trials}", "search.sampler=random", "search.scheduler.type=fifo", "race.enabled=false")
-    # The design shipped before issue 32 (smoke.yaml and RaceSpec's defaults of 2026-12-05 morning).
-    before = ("search.sampler=tpe", "search.startup_trials=3", "search.multivariate=true", "search.num_samples=8",
-              "search.scheduler.grace_period=4", "search.space.reward_scale={type: choice, values: [1, 10, 100], default: 100}",
-              "search.baseline.reward_scale=100", "race.max_share=0.65", "race.fallbacks=2")
-    # The shipped race, 13 trials, another sampler: the field's samplers at their defaults.
-    anchor = ("search.num_samples=13",)
-    return [
-        Design("shipped", note="studies/smoke.yaml as it is in the repository"),
+    # The shipped race, as many trials, another sampler: the field's samplers at their defaults.
+    anchor = (f"search.num_samples={samples}",)
+    name = Path(study).name
+    generic = [
+        Design("shipped", note=f"studies/{name} as it is in the repository"),
         Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
                note=f"today's practice: {random_trials} random full-length trials, the best single epoch ships, no race"),
         Design("random-objective", random, pick="objective",
                note=f"{random_trials} random full-length trials, the best trailing-mean objective ships, no race"),
         Design("shipped-oracle", pick="oracle", note="the shipped search, then the best config it sampled (a bound)"),
+        Design("shipped-objective", pick="objective", note="the shipped search, then its best objective ships, no race"),
+        Design("tpe", ("search.sampler=tpe", *anchor), note=f"Optuna's TPESampler at its defaults (10 random start-up "
+               f"trials), {samples} trials, the shipped scheduler and race"),
+        Design("gp", ("search.sampler=gp", *anchor), note=f"Optuna's GPSampler at its defaults, {samples} trials, the shipped race"),
+        Design("qmc", ("search.sampler=qmc", *anchor), note=f"scrambled Sobol, {samples} trials, the shipped race"),
+        Design("random-sampler", ("search.sampler=random", *anchor), note=f"random sampler, {samples} trials, the shipped race"),
+    ]
+    if Path(study).resolve() != SMOKE.resolve():
+        return generic
+    # The design shipped before issue 32 (smoke.yaml and RaceSpec's defaults of 2026-12-05 morning).
+    before = ("search.sampler=tpe", "search.startup_trials=3", "search.multivariate=true", "search.num_samples=8",
+              "search.scheduler.grace_period=4", "search.space.reward_scale={type: choice, values: [1, 10, 100], default: 100}",
+              "search.baseline.reward_scale=100", "race.max_share=0.65", "race.fallbacks=2", "race.confirm_seeds=6",
+              "race.second_look_seeds=4")
+    # The first staged design (issue 32's first pass): the grid, then the other choices at the best learning rate
+    # (13 trials) under ASHA from epoch 2, the race's confirmation on 6 seeds and a second look on 4.
+    staged_asha = ("search.num_samples=13", "search.scheduler={type: asha, grace_period: 2}", "race.confirm_seeds=6",
+                   "race.second_look_seeds=4")
+    return generic + [
         Design("before", before, note="the design shipped before issue 32: TPE (3 start-up trials, multivariate), 8 trials, "
                "ASHA grace 4, reward_scale searched, race share 0.65, 2 fallbacks"),
-        Design("tpe-13", ("search.sampler=tpe", *anchor), note="Optuna's TPESampler at its defaults (10 random start-up "
-               "trials), 13 trials, the shipped race"),
-        Design("gp-13", ("search.sampler=gp", *anchor), note="Optuna's GPSampler at its defaults, 13 trials, the shipped race"),
-        Design("qmc-13", ("search.sampler=qmc", *anchor), note="scrambled Sobol, 13 trials, the shipped race"),
-        Design("random-13", ("search.sampler=random", *anchor), note="random sampler, 13 trials, the shipped race"),
-        # Around the shipped design: the grid's size, the race's share and looks.
-        Design("staged-8", ("search.lr_points=8", "search.num_samples=11"), note="shipped with 8 learning rates (a grid off the table's)"),
-        Design("staged-12", ("search.lr_points=12", "search.num_samples=15"), note="shipped with 12 learning rates"),
-        Design("share-35", ("race.max_share=0.35",), note="shipped with race.max_share 0.35"),
+        Design("staged-asha", staged_asha, note="issue 32's first staged design: 10 learning rates, then gens 2, 4 and tokens 16 "
+               "at the best (13 trials), ASHA from epoch 2, confirmation on 6 seeds, second look on 4"),
+        # Around the shipped design: more trials (the other choices' stage), the grid's size, ASHA, the race's numbers.
+        Design("staged-13", ("search.num_samples=13",), note="shipped, then gens 2, 4 and tokens 16 at the best learning rate (13 trials)"),
+        Design("staged-asha-6", ("search.scheduler={type: asha, grace_period: 6, reduction_factor: 4}",),
+               note="shipped under ASHA from epoch 6 (reduction factor 4)"),
+        Design("staged-8", ("search.lr_points=8", "search.num_samples=8"), note="shipped with 8 learning rates (a grid off the table's)"),
+        Design("staged-12", ("search.lr_points=12", "search.num_samples=12"), note="shipped with 12 learning rates (a grid off the table's)"),
+        Design("confirm-6", ("race.confirm_seeds=6",), note="shipped with race.confirm_seeds 6"),
         Design("share-45", ("race.max_share=0.45",), note="shipped with race.max_share 0.45"),
-        Design("fallbacks-2", ("race.fallbacks=2",), note="shipped with 2 fallbacks (4 looks: 97.5% each)"),
-        Design("no-second-look", ("race.second_look_seeds=0",), note="shipped without the second look (2 looks: 95% each)"),
+        Design("fallbacks-0", ("race.fallbacks=0",), note="shipped without a fallback (2 looks: 97.5% each)"),
+        Design("no-second-look", ("race.second_look_seeds=0",), note="shipped without the second look (2 looks: 97.5% each)"),
         Design("collapse-50", ("race.max_collapse_share=0.5",), note="shipped with race.max_collapse_share 0.5"),
-        Design("collapse-100", ("race.max_collapse_share=1.0",), note="shipped without the collapse bound (the margin alone)"),
         Design("confidence-90", ("race.confidence=0.9",), note="shipped with the race's confidence at 90% (3 looks: 96.7% each)"),
     ]
 
 
-# gp-13 is in the catalogue, not here: Optuna's GP fit takes ~2 s a study (--designs gp-13).
-COMPARED = ("shipped", "random", "random-objective", "shipped-oracle", "before", "tpe-13", "qmc-13", "random-13",
-            "staged-8", "staged-12", "share-35", "share-45", "fallbacks-2", "no-second-look", "collapse-50",
-            "confidence-90")
+# gp is in the catalogue, not here: Optuna's GP fit takes ~2 s a study (--designs gp). The designs after
+# tpe are the smoke table's own (designs()); on another table the list stops there.
+COMPARED = ("shipped", "random", "random-objective", "shipped-oracle", "shipped-objective", "tpe", "qmc", "random-sampler",
+            "before", "staged-asha", "staged-13", "staged-asha-6", "staged-8", "staged-12", "confirm-6", "share-45",
+            "fallbacks-0", "no-second-look", "collapse-50", "confidence-90")
 
 
 def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:
@@ -565,8 +586,10 @@ def compute_curve(design: Design, table: Table, studies: int, first: int = 0, si
     for n in sizes:
         sized = Design(f"{design.name}-n{n}", (*design.overrides, f"search.num_samples={n}"), unsearched=design.unsearched)
         curve[design.name].append(point(simulate_design(sized, table, studies, first)))
+    scale = design_study(design, 0, study_file=table.study).train.epochs / 12  # the budgets are smoke's 12-epoch trials
     for budget in budgets:
-        curve["random"].append(point(simulate_design({d.name: d for d in designs(budget)}["random"], table, studies, first)))
+        random = {d.name: d for d in designs(int(budget * scale), table.study)}["random"]
+        curve["random"].append(point(simulate_design(random, table, studies, first)))
     return curve
 
 
@@ -723,14 +746,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the race's error rates for each chosen design (default: shipped); no files written")
     args = parser.parse_args(argv)
     table = load_table(args.table)
-    catalogue = {d.name: d for d in designs(SMOKE_BUDGET)}
-    default = ("shipped",) if args.error_rates or args.curve else COMPARED
+    started = time.perf_counter()
+    # Equal compute: random search gets the shipped design's median trial-epochs (in full-length trials).
+    shipped = simulate_design(Design("shipped"), table, args.studies, first=args.first)
+    budget = int(np.median([r["trial_epochs"] for r in shipped]))
+    catalogue = {d.name: d for d in designs(budget, table.study)}
+    default = ("shipped",) if args.error_rates or args.curve else tuple(n for n in COMPARED if n in catalogue)
     chosen = list(default) if not args.designs else list(catalogue) if args.designs == "all" else args.designs.split(",")
     unknown = [n for n in chosen if n not in catalogue]
     if unknown:
         print(f"simulate: --designs: unknown {', '.join(unknown)}; allowed: {', '.join(catalogue)}", file=sys.stderr)
         return 2
-    started = time.perf_counter()
     if args.curve:
         curve = compute_curve(catalogue[chosen[0]], table, args.studies, first=args.first)
         for name, points in curve.items():
@@ -754,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for name in chosen:
         t0 = time.perf_counter()
-        results[name] = simulate_design(catalogue[name], table, args.studies, first=args.first)
+        results[name] = shipped if name == "shipped" else simulate_design(catalogue[name], table, args.studies, first=args.first)
         s = summarize(results[name])
         print(f"{name}: median {s['median']:.3f} share>=85% {s['share_85']:.0%} trial-epochs {s['trial_epochs']:.0f} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)

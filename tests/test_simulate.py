@@ -103,7 +103,7 @@ def test_asha_stops_the_trials_the_rule_says_on_a_hand_made_table(sim, tmp_path)
     from ratiotune.core.objective import trailing_mean
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
-    design = sim.Design("one-at-a-time", ("search.max_concurrent_trials=1", "search.num_samples=10",
+    design = sim.Design("one-at-a-time", ("search.max_concurrent_trials=1", "search.num_samples=10", "search.scheduler.type=asha",
                                           "search.scheduler.grace_period=2", "search.scheduler.reduction_factor=2"))
     trials = sim.simulate_search(sim.design_study(design, 3), sim.Draws(table, 3))
     curves = [[trailing_mean(t.run.curve[:e], 4) for e in range(1, 13)] for t in trials]
