@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.search.race import ended_collapsed, honest_metric, load_summary, searched_values
 from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.race_summary import ended_collapsed, honest_metric, load_summary, race_dir, searched_values
 from ratiotune.core.stats import describe, format_interval, format_share
 from ratiotune.core.study import (
     SEARCHABLE,
@@ -188,8 +188,6 @@ def race_candidates(experiment: Experiment, ranked: list[TrialResult]) -> tuple[
 
 def race_seeds_used(experiment: Experiment) -> int:
     """How many fresh seeds the experiment's race took (0 without a race)."""
-    from ratiotune.search.race import race_dir
-
     seeds = {
         int(json.loads(p.read_text()).get(SEED_KEY, experiment.study.train.seed))
         for p in race_dir(experiment.directory).glob("*/*/params.json")
