@@ -38,8 +38,9 @@ from ratiotune.core.race_summary import (
     summarize,
     worst_value,
 )
-from ratiotune.core.study import SEED_KEY, TEST_KEY, Study, write_study
+from ratiotune.core.study import SEED_KEY, TEST_KEY, Study
 from ratiotune.search.race_text import label, stage_line, summary_markdown
+from ratiotune.search.seed_grid import run_seed_grid
 
 ROUND_FILE = "round.json"  # written when a round has ended: resume reads it instead of re-running
 
@@ -69,49 +70,16 @@ def fresh_seeds(study: Study, start: int, count: int) -> list[int]:
 # --------------------------------------------------------------------------- running
 
 
-def run_round(
-    study: Study, folder: Path, runs: list[dict[str, Any]], contenders: list[Contender]
-) -> Experiment:
+def run_round(study: Study, folder: Path, runs: list[dict[str, Any]], contenders: list[Contender]) -> Experiment:
     """Train every run (contender index, seed, test pairs) as one Ray Tune trial; read them back.
 
     A finished round (ROUND_FILE) is read as it is; an interrupted one is restored, its
     finished runs kept, the rest continued from their checkpoints. Ray must be initialised.
     """
-    from ray import tune
-
-    from ratiotune.search.launch import make_trainable, seed_runs_config
-
     if (folder / ROUND_FILE).is_file():
         return load_experiment(folder)
-    trainable = make_trainable(study)
-    if tune.Tuner.can_restore(str(folder)):
-        tuner = tune.Tuner.restore(str(folder), trainable=trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_study(folder, study)  # study.yaml and the prompt texts: the round reads like an experiment
-        param_space: dict[str, Any] = {"run": tune.grid_search(list(range(len(runs))))}
-        for key in (CONTENDER_KEY, SEED_KEY, TEST_KEY):
-            param_space[key] = tune.sample_from(lambda spec, key=key: runs[spec.config["run"]][key])
-        for name in contenders[0].config:
-            param_space[name] = tune.sample_from(
-                lambda spec, name=name: contenders[runs[spec.config["run"]][CONTENDER_KEY]].config[name]
-            )
-        tuner = tune.Tuner(
-            trainable,
-            param_space=param_space,
-            tune_config=tune.TuneConfig(
-                max_concurrent_trials=study.search.max_concurrent_trials,
-                # The worker process is reused from run to run: saves a Python + torch start (~5 s) each.
-                reuse_actors=True,
-                # From `runs`: the sample_from values are not resolved yet when Ray names the folder.
-                trial_dirname_creator=lambda t: "c{contender}_seed{seed}".format(
-                    contender=runs[t.config["run"]][CONTENDER_KEY], seed=runs[t.config["run"]][SEED_KEY]
-                ),
-            ),
-            run_config=seed_runs_config(study, folder.name, str(folder.parent), [CONTENDER_KEY, SEED_KEY], len(runs),
-                                        {CONTENDER_KEY: {i: label(c.name, contenders) for i, c in enumerate(contenders)}}),
-        )
-    grid = tuner.fit()
+    grid = run_seed_grid(study, folder, runs, {i: c.config for i, c in enumerate(contenders)}, CONTENDER_KEY, prefix="c",
+                         labels={i: label(c.name, contenders) for i, c in enumerate(contenders)}, reuse_actors=True)
     if grid.num_terminated + grid.num_errors < len(grid):
         raise RaceInterrupted(folder)  # Ray caught a Ctrl-C and saved the round: `resume` continues it
     experiment = load_experiment(folder)

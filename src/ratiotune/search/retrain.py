@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult, error_summary, load_experiment
 from ratiotune.core.race_summary import ended_collapsed, honest_metric, load_summary, race_dir, searched_values
 from ratiotune.core.stats import describe, format_interval, format_share
 from ratiotune.core.study import (
@@ -42,6 +42,7 @@ from ratiotune.core.study import (
     validate_study,
     write_study,
 )
+from ratiotune.search.seed_grid import run_seed_grid
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
 # search's: the search only needs to rank configs, the retrain has to measure them.
@@ -217,43 +218,17 @@ def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], 
     The runs folder is itself an experiment (study.yaml + Ray trial folders), so core/experiment.py
     reads it like any search. Ray must already be initialised (the CLI does it).
     """
-    from ray import tune
-
-    from ratiotune.search.launch import check_resources, largest_node_gpus, make_trainable, seed_runs_config
+    from ratiotune.search.launch import check_resources, largest_node_gpus
 
     study = plan.study
     # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.
     check_resources(study, largest_node_gpus())
     runs_dir = plan.output / folder
-    runs_dir.mkdir(parents=True)
-    write_study(runs_dir, study, STUDY_FILE)
-
-    by_rank = {c.rank: c for c in candidates}
-    # grid_search makes the rank x seed product; sample_from then fills each run's searched
-    # values (and start checkpoint) from its rank, so params.json shows the full config.
-    param_space: dict[str, Any] = {
-        RANK_KEY: tune.grid_search(list(by_rank)),
-        SEED_KEY: tune.grid_search(list(seeds)),
-    }
-    for name in candidates[0].config:
-        param_space[name] = tune.sample_from(lambda spec, name=name: by_rank[spec.config[RANK_KEY]].config[name])
-    # The final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
-    param_space[TEST_KEY] = study.task.eval_samples_per_prompt
-    if plan.from_checkpoint:
-        param_space[START_KEY] = tune.sample_from(
-            lambda spec: str(by_rank[spec.config[RANK_KEY]].start_checkpoint)
-        )
-
-    tuner = tune.Tuner(
-        make_trainable(study),
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=study.search.max_concurrent_trials,
-            trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
-        ),
-        run_config=seed_runs_config(study, folder, str(plan.output), [RANK_KEY, SEED_KEY], len(by_rank) * len(seeds)),
-    )
-    tuner.fit()
+    # Every rank x seed; the final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
+    runs = [{RANK_KEY: c.rank, SEED_KEY: seed, TEST_KEY: study.task.eval_samples_per_prompt,
+             **({START_KEY: str(c.start_checkpoint)} if plan.from_checkpoint else {})}
+            for c in candidates for seed in seeds]
+    run_seed_grid(study, runs_dir, runs, {c.rank: c.config for c in candidates}, RANK_KEY, prefix="rank")
     return load_experiment(runs_dir)
 
 
