@@ -606,7 +606,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         select_seeds=args.select_seeds,
     )
     log_file = ray_log_file(plan.output, args.verbose)
-    from ratiotune.search.progress import config_text
+    from ratiotune.core.hyperparameters import config_text
 
     print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
           f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)

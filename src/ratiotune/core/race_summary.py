@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResu
 from ratiotune.core.intensify import RacePlan
 from ratiotune.core.stats import describe, predict_run
 from ratiotune.core.study import SEED_KEY, Study
+from ratiotune.core.values import final_row, finite, worst_end
 
 RACE_DIR = "race"
 SUMMARY_FILE = "summary.json"
@@ -84,10 +84,10 @@ def run_value(study: Study, run: TrialResult) -> float | None:
 def worst_value(study: Study, metric: str, runs: list[TrialResult] = ()) -> float:
     """What a diverged or errored run scores: the metric's worst value (0 for shares and rewards);
     for an unbounded metric, the worst any search trial reported."""
-    bounds = study.metrics().value_range(metric)
-    if bounds is not None:
-        return bounds[0] if study.search.mode == "max" else bounds[1]
-    seen = [row[metric] for run in runs for row in run.rows if _finite(row.get(metric))]
+    worst = worst_end(study.metrics().value_range(metric), study.search.mode)
+    if worst is not None:
+        return worst
+    seen = [row[metric] for run in runs for row in run.rows if finite(row.get(metric))]
     if not seen:
         return 0.0
     return min(seen) if study.search.mode == "max" else max(seen)
@@ -97,10 +97,10 @@ def confirmation_value(study: Study, run: TrialResult | None) -> tuple[float | N
     """A confirmation run's final test figure (None: diverged or errored) and whether it collapsed."""
     if run is None:
         return None, True
-    last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
+    last = final_row(run.rows)
     value = last.get(honest_metric(study.search.metric))
     failed = run.status(study.train.epochs) in (ERRORED, INFEASIBLE) or run.infeasible_reason is not None
-    if failed or not _finite(value):
+    if failed or not finite(value):
         return None, True
     return float(value), ended_collapsed(study, float(value), last.get("test/mean_reward"))
 
@@ -145,8 +145,7 @@ def ended_collapsed(study: Study, value: float | None, mean_reward: float | None
     nothing a user can use, however its rewards look), or every test reward sits at the reward's
     floor (length-ratio: agent 1 answers empty; the group baseline then has no signal and the run
     never recovers). The race's gate and `retrain` count these (and diverged runs) as collapsed."""
-    bounds = study.metrics().value_range(honest_metric(study.search.metric))
-    figure_floor = None if bounds is None else (bounds[0] if study.search.mode == "max" else bounds[1])
+    figure_floor = worst_end(study.metrics().value_range(honest_metric(study.search.metric)), study.search.mode)
     return mean_reward == study.metrics().collapsed_reward() or (
         figure_floor is not None and value is not None and value == figure_floor)
 
@@ -227,8 +226,5 @@ def compute(experiment: Experiment, race_runs: list[TrialResult]) -> dict[str, i
     race_epochs = sum(r.epochs for r in race_runs)
     return {"search_trial_epochs": search, "race_trial_epochs": race_epochs, "race_runs": len(race_runs)}
 
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

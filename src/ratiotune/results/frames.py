@@ -23,7 +23,6 @@ this is `ResultGrid.get_dataframe()`, which needs the pickled tuner state instea
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import pandas as pd
 from ratiotune.core.experiment import Experiment, curve_table, load_experiment, metric_direction, trial_table
 from ratiotune.core import race_summary
 from ratiotune.core.study import SEED_KEY, StudyError
+from ratiotune.core.values import finite
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class ExperimentFrames:
                 index = run.config.get(race_summary.CONTENDER_KEY)
                 last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
                 value = race_summary.run_value(study, run)
-                figure = last.get(honest) if _finite(last.get(honest)) and value is not None else None
+                figure = last.get(honest) if finite(last.get(honest)) and value is not None else None
                 checkpoint = run.latest_checkpoint()
                 rows.append({
                     "round": round_dir.name,
@@ -161,10 +161,6 @@ class ExperimentFrames:
         finally:
             optuna.logging.set_verbosity(verbosity)
         return optuna.load_study(study_name=name, storage=copy)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _trials(experiment: Experiment, metric: str | None, mode: str | None) -> tuple[pd.DataFrame, str, str]:

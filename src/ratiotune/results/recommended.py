@@ -46,6 +46,7 @@ class Recommendation:
 def recommended(experiment: Experiment) -> Recommendation:
     """The experiment's recommendation (see the module docstring). StudyError when no trial has reported yet."""
     from ratiotune.core import race_summary
+    from ratiotune.core.hyperparameters import config_text
     from ratiotune.search import race_text
 
     study = experiment.study
@@ -78,7 +79,7 @@ def recommended(experiment: Experiment) -> Recommendation:
     w = summary["winner"]
     lines = [
         race_text.verdict(summary),
-        f"race winner: {'the baseline' if summary.get('race_kept_baseline') else race_text.config_text(w['config'])}"
+        f"race winner: {'the baseline' if summary.get('race_kept_baseline') else config_text(w['config'])}"
         f" (figures below; best challenger: search trial {w['search_trial']})",
         *race_text.headline(summary)[1:],
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ratiotune.core.hyperparameters import config_text
 from ratiotune.core.race_protocol import Race, Stage
 from ratiotune.core.race_summary import BASELINE, Contender
 from ratiotune.core.stats import format_interval, format_prediction, format_share
@@ -29,11 +30,6 @@ def stage_line(stage: Stage, protocol: Race, contenders: list[Contender]) -> str
                                      if stage.name.startswith("fallback") else "selection")
     return (f"race {stage.name} ({what}): {'; '.join(label(n, contenders) for n in who)} x seeds "
             f"{', '.join(map(str, seeds))} = {len(stage.requests)} runs")
-
-
-def config_text(config: dict[str, Any]) -> str:
-    names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
-    return ", ".join(f"{names.get(k, k)} {v:.3g}" if isinstance(v, float) else f"{names.get(k, k)} {v}" for k, v in config.items())
 
 
 def decision_text(gate_: dict[str, Any]) -> str:

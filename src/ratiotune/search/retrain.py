@@ -21,13 +21,13 @@ for the selection, then for the report -> summarize (plain tables) -> write_outp
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.hyperparameters import SHORT_NAMES
 from ratiotune.core.race_summary import ended_collapsed, honest_metric, load_summary, race_dir, searched_values
 from ratiotune.core.stats import describe, format_interval, format_share
 from ratiotune.core.study import (
@@ -42,6 +42,7 @@ from ratiotune.core.study import (
     validate_study,
     write_study,
 )
+from ratiotune.core.values import final_row, finite, worst_end
 from ratiotune.search.seed_grid import run_seed_grid
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
@@ -244,7 +245,7 @@ def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, 
             continue
         # The final epoch, not the best: the agents shipped are the final ones, and picking
         # each run's best epoch would bring back the optimism this command removes.
-        last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
+        last = final_row(run.rows)
         status = run.status(plan.study.train.epochs)
         failed = status in (ERRORED, INFEASIBLE) or run.infeasible_reason is not None
         rows.append(
@@ -254,7 +255,7 @@ def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, 
                 "epoch": last.get("epoch"),
                 # A crash Ray retried to completion is no error; a diverged run is one.
                 "error": (run.infeasible_reason or error_summary(run.error) or status) if failed else None,
-                **{name: last.get(name) if _finite(last.get(name)) and not failed else None for name in tracked},
+                **{name: last.get(name) if finite(last.get(name)) and not failed else None for name in tracked},
             }
         )
     return sorted(rows, key=lambda r: r["seed"])
@@ -266,7 +267,7 @@ def seed_stats(plan: RetrainPlan, rows: list[dict[str, Any]]) -> dict[str, dict[
     stats = {}
     for name in tracked_metrics(plan.study):
         bounds = plan.study.metrics().value_range(name)
-        worst = None if bounds is None else (bounds[0] if plan.study.search.mode == "max" else bounds[1])
+        worst = worst_end(bounds, plan.study.search.mode)
         values = [worst if r["error"] else r.get(name) for r in rows]
         stats[name] = describe([v for v in values if v is not None], bounds)
     return stats
@@ -388,10 +389,6 @@ def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) 
     return final
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -400,7 +397,6 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     metric = summary["metric"]
     honest = summary["honest_metric"]
     protocol = summary["eval_protocol"]
-    names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
     source = ("the race's recommendation, then its survivors" if summary["candidates_from"] == "race"
               else "the search's top configs (no finished race: its ranking is optimistic)")
     select, report = summary["selection_seeds"], summary["report_seeds"]
@@ -416,9 +412,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt (the search used "
         f"{protocol['search_samples_per_prompt']}). A diverged or errored run scores the worst value and counts in n.",
         "",
-        "| rank | search trial | " + " | ".join(names.values()) + f" | search {metric} (optimistic) | "
+        "| rank | search trial | " + " | ".join(SHORT_NAMES.values()) + f" | search {metric} (optimistic) | "
         f"selection {metric} | report {honest} |",
-        "|" + "---|" * (len(names) + 5),
+        "|" + "---|" * (len(SHORT_NAMES) + 5),
     ]
     for c in summary["configs"]:
         hp = c["hyperparameters"]
