@@ -1,7 +1,8 @@
 """The race's summary (race/summary.json): what each run scored, how the runs become the summary, where it is kept.
 
-Pure but for load_summary (it reads the file): search/race.py runs the stages with Ray Tune and
-hands their runs and core/race_protocol.Race's result to summarize; results/ and `retrain` read it.
+No Ray and no writing: search/race.py runs the stages with Ray Tune and hands their runs and
+core/race_protocol.Race's result to summarize, which reads nothing but the runs' checkpoint metadata
+(core/experiment.TrialResult); load_summary reads the file back for results/ and `retrain`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ docs/search-pipeline.md). This file only runs what that object asks for with Ray
 at a time, tells it each run's figure, and writes what it decided: race/summary.json (built by
 core/race_summary.py) and summary.md (in search/race_text.py's words, the lines `best` prints too).
 
-Each stage is a Ray Tune run of its own under EXPERIMENT/race/ (round-0, round-1, ..., confirm,
+Each stage is a Ray Tune run of its own (search/seed_grid.py) under EXPERIMENT/race/ (round-0, ..., confirm,
 confirm-2, fallback-1, ...), readable by core/experiment.py like any experiment, so `resume`
 continues a race that was interrupted: the protocol is deterministic given the figures, so
 finished stages are read back and told again, an interrupted one is restored. The confirmation
@@ -78,8 +78,9 @@ def run_round(study: Study, folder: Path, runs: list[dict[str, Any]], contenders
     """
     if (folder / ROUND_FILE).is_file():
         return load_experiment(folder)
-    grid = run_seed_grid(study, folder, runs, {i: c.config for i, c in enumerate(contenders)}, CONTENDER_KEY, prefix="c",
-                         labels={i: label(c.name, contenders) for i, c in enumerate(contenders)}, reuse_actors=True)
+    configs = {i: c.config for i, c in enumerate(contenders)}
+    labels = {i: label(c.name, contenders) for i, c in enumerate(contenders)}
+    grid = run_seed_grid(study, folder, runs, configs, CONTENDER_KEY, prefix="c", labels=labels, reuse_actors=True)
     if grid.num_terminated + grid.num_errors < len(grid):
         raise RaceInterrupted(folder)  # Ray caught a Ctrl-C and saved the round: `resume` continues it
     experiment = load_experiment(folder)
