@@ -54,6 +54,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
+from ratiotune.core import race_summary  # noqa: E402
 from ratiotune.search import race  # noqa: E402
 from ratiotune.core.experiment import load_experiment  # noqa: E402
 from ratiotune.search.launch import build_tuner  # noqa: E402
@@ -105,7 +106,7 @@ def run_default(seed: int, storage: Path, epochs: int | None, keep: Path) -> dic
     start = time.perf_counter()
     summary = race.race(load_experiment(experiment_dir), log=lambda line: print(f"[bench] {line}", flush=True))
     keep.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(race.race_dir(experiment_dir) / race.SUMMARY_FILE, keep / f"seed{seed}.json")
+    shutil.copyfile(race_summary.race_dir(experiment_dir) / race_summary.SUMMARY_FILE, keep / f"seed{seed}.json")
     which = summary["recommended"]["which"] or "winner"  # no baseline: the unconfirmed winner is all there is
     shipped = summary[which]
     return {
@@ -141,10 +142,10 @@ def shipped_value(study: Study, config: dict, seeds: list[int], folder: Path) ->
     a diverged or errored run scores the worst value and counts (per-seed None marks it)."""
     searched = {name: config[name] for name in study.search.space}
     pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
-    runs = [{race.CONTENDER_KEY: 0, SEED_KEY: s, TEST_KEY: pairs} for s in seeds]
-    experiment = race.run_round(study, folder, runs, [race.Contender("retrain", searched, None)])
-    worst = race.worst_value(study, study.search.metric)
-    confirmed = race.confirmed(study, experiment.trials, 0, worst)
+    runs = [{race_summary.CONTENDER_KEY: 0, SEED_KEY: s, TEST_KEY: pairs} for s in seeds]
+    experiment = race.run_round(study, folder, runs, [race_summary.Contender("retrain", searched, None)])
+    worst = race_summary.worst_value(study, study.search.metric)
+    confirmed = race_summary.confirmed(study, experiment.trials, 0, worst)
     values = [s["value"] for s in confirmed["per_seed"]]
     mean = confirmed["stats"]["mean"]  # over every seed, diverged ones scored `worst`
     return (float("nan") if mean is None else mean), values

@@ -80,7 +80,7 @@ def run_one(job: tuple[str, dict, int]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from ratiotune.search.race import ended_collapsed, honest_metric
+    from ratiotune.core.race_summary import ended_collapsed, honest_metric
     from ratiotune.training.trainable import Trial
 
     study = load(Path(study_path))

@@ -12,7 +12,8 @@ import pytest
 
 from ratiotune.core.intensify import plan
 from ratiotune.core.race_protocol import Race
-from ratiotune.search.race import BASELINE, CONTENDER_KEY, Contender, confirmed, headline, honest_metric, summarize, verdict
+from ratiotune.core.race_summary import BASELINE, CONTENDER_KEY, Contender, confirmed, honest_metric, summarize
+from ratiotune.search.race_text import headline, verdict
 from ratiotune.core.experiment import TrialResult
 from ratiotune.core.study import RaceSpec, SEED_KEY, StudyError, check_race_budget, validate_study
 

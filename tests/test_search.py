@@ -131,7 +131,8 @@ def test_the_race_object_replayed_on_the_recorded_runs_gives_the_recorded_verdic
     from ratiotune.core.intensify import RacePlan
     from ratiotune.core.race_protocol import Race
     from ratiotune.core.study import SEED_KEY
-    from ratiotune.search.race import BASELINE, CONTENDER_KEY, confirmation_value, fresh_seeds, run_value
+    from ratiotune.core.race_summary import BASELINE, CONTENDER_KEY, confirmation_value, run_value
+    from ratiotune.search.race import fresh_seeds
 
     directory = experiment["dir"]
     study = load_experiment(directory).study

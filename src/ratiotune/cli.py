@@ -343,7 +343,8 @@ def run_to_end(tuner, study: Study, experiment_dir) -> int:
 
 def run_race(experiment: Experiment) -> int:
     """The confirmation race after a finished search (race.py); prints the honest figure."""
-    from ratiotune.search import race, resume
+    from ratiotune.core import race_summary
+    from ratiotune.search import race, race_text, resume
 
     skipped = experiment.study.race_skipped()
     if skipped is not None:
@@ -360,14 +361,14 @@ def run_race(experiment: Experiment) -> int:
         print(f"ratiotune: race: {exc}", file=sys.stderr)
         return 1
     # The verdict only: `best` prints its figures (printed here too, a demo showed them twice in a row).
-    print(f"\n  {race.verdict(summary)}")
+    print(f"\n  {race_text.verdict(summary)}")
     from ratiotune.search.optuna_study import record_race
 
     try:
-        record_race(experiment.directory, summary["winner"]["search_trial"], race.headline(summary))
+        record_race(experiment.directory, summary["winner"]["search_trial"], race_text.headline(summary))
     except StudyError as exc:  # the race's result stands; only the dashboard misses it
         print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
-    print(f"race details: {race.race_dir(experiment.directory) / 'summary.md'}")
+    print(f"race details: {race_summary.race_dir(experiment.directory) / 'summary.md'}")
     print(f"its figures, the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
     return 0
 
@@ -520,9 +521,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from ratiotune.search.progress import header
 
     if resume.is_finished(experiment_dir):
-        from ratiotune.search import race
+        from ratiotune.core.race_summary import load_summary
 
-        if study.race_skipped() is not None or race.load_summary(experiment_dir) is not None:
+        if study.race_skipped() is not None or load_summary(experiment_dir) is not None:
             raced = "" if study.race_skipped() is not None else ", and so has its race"
             print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; nothing to resume")
             return 0
@@ -605,7 +606,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
         select_seeds=args.select_seeds,
     )
     log_file = ray_log_file(plan.output, args.verbose)
-    from ratiotune.search.progress import config_text
+    from ratiotune.core.hyperparameters import config_text
 
     print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
           f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)

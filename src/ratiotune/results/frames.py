@@ -23,7 +23,6 @@ this is `ResultGrid.get_dataframe()`, which needs the pickled tuner state instea
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,9 @@ from typing import Any
 import pandas as pd
 
 from ratiotune.core.experiment import Experiment, curve_table, load_experiment, metric_direction, trial_table
-from ratiotune.core.study import StudyError
+from ratiotune.core import race_summary
+from ratiotune.core.study import SEED_KEY, StudyError
+from ratiotune.core.values import finite
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,11 @@ class ExperimentFrames:
         the baseline), its searched values, seed, status, `objective` (what the race recorded: the search
         metric's trailing mean; None when the run diverged or failed), the final test/ figure and
         `collapsed` (confirmation runs: as the gate counts them), the final agents. Empty without a race."""
-        from ratiotune.search import race
-
         experiment = self._experiment()
         study = experiment.study
         names = list((self.race or {}).get("selection", {}).get("contenders", {}))
-        honest = race.honest_metric(study.search.metric)
-        folder = race.race_dir(self.path)
+        honest = race_summary.honest_metric(study.search.metric)
+        folder = race_summary.race_dir(self.path)
         rows = []
         rounds = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (not p.name.startswith("round-"), p.name)) \
             if folder.is_dir() else []
@@ -92,25 +91,26 @@ class ExperimentFrames:
             except StudyError:
                 continue
             selection = round_dir.name.startswith("round-")
-            for run in sorted(runs.trials, key=lambda r: (r.config.get(race.CONTENDER_KEY, 0), r.config.get(race.SEED_KEY, 0))):
-                index = run.config.get(race.CONTENDER_KEY)
+            for run in sorted(runs.trials,
+                              key=lambda r: (r.config.get(race_summary.CONTENDER_KEY, 0), r.config.get(SEED_KEY, 0))):
+                index = run.config.get(race_summary.CONTENDER_KEY)
                 last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
-                value = race.run_value(study, run)
-                figure = last.get(honest) if _finite(last.get(honest)) and value is not None else None
+                value = race_summary.run_value(study, run)
+                figure = last.get(honest) if finite(last.get(honest)) and value is not None else None
                 checkpoint = run.latest_checkpoint()
                 rows.append({
                     "round": round_dir.name,
                     "phase": "selection" if selection else "confirmation",
                     "run": run.name,
                     "contender": names[index] if isinstance(index, int) and index < len(names) else index,
-                    **race.searched_values(study, run.config),
-                    "seed": run.config.get(race.SEED_KEY),
+                    **race_summary.searched_values(study, run.config),
+                    "seed": run.config.get(SEED_KEY),
                     "status": run.status(study.train.epochs),
                     "epochs": run.epochs,
                     "objective": value,
                     honest: figure,
                     "collapsed": None if selection else (
-                        figure is None or race.ended_collapsed(study, figure, last.get("test/mean_reward"))),
+                        figure is None or race_summary.ended_collapsed(study, figure, last.get("test/mean_reward"))),
                     "agents": str(checkpoint) if checkpoint is not None and value is not None else None,
                 })
         return pd.DataFrame(rows)
@@ -163,10 +163,6 @@ class ExperimentFrames:
         return optuna.load_study(study_name=name, storage=copy)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _trials(experiment: Experiment, metric: str | None, mode: str | None) -> tuple[pd.DataFrame, str, str]:
     metric = metric or experiment.study.search.metric
     mode = mode or metric_direction(experiment.study, metric)
@@ -179,8 +175,6 @@ def _trials(experiment: Experiment, metric: str | None, mode: str | None) -> tup
 def read_experiment(path: str | Path, metric: str | None = None, mode: str | None = None) -> ExperimentFrames:
     """Read an experiment folder made by `ratiotune search`. `trials` is ranked by `metric` (default the
     study's search.metric) in its own direction (`mode` overrides it)."""
-    from ratiotune.search.race import load_summary
-
     experiment = load_experiment(path)
     trials, metric, mode = _trials(experiment, metric, mode)
     curves = pd.DataFrame(curve_table(experiment))
@@ -191,7 +185,7 @@ def read_experiment(path: str | Path, metric: str | None = None, mode: str | Non
         study=experiment.study.model_dump(mode="json", exclude_none=True),
         trials=trials,
         curves=curves.sort_values(["trial", "epoch"], ignore_index=True),
-        race=load_summary(experiment.directory),
+        race=race_summary.load_summary(experiment.directory),
         hyperparameters=experiment.study.searched(),
         rank_metric=metric,
         rank_mode=mode,

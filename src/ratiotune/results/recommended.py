@@ -45,14 +45,16 @@ class Recommendation:
 
 def recommended(experiment: Experiment) -> Recommendation:
     """The experiment's recommendation (see the module docstring). StudyError when no trial has reported yet."""
-    from ratiotune.search import race
+    from ratiotune.core import race_summary
+    from ratiotune.core.hyperparameters import config_text
+    from ratiotune.search import race_text
 
     study = experiment.study
     metric, mode = study.search.metric, study.search.mode
     ranked = experiment.ranked()
     if not ranked:
         raise StudyError(f"{experiment.directory}: no trial reported {metric} yet")
-    summary = race.load_summary(experiment.directory)
+    summary = race_summary.load_summary(experiment.directory)
     window = study.search.objective_window
     if summary is None:
         trial = ranked[0]
@@ -70,16 +72,16 @@ def recommended(experiment: Experiment) -> Recommendation:
         )
         return Recommendation(
             source="search", which="search's top", hyperparameters=study.hyperparameters(trial.config),
-            config=race.searched_values(study, trial.config), search_trial=trial.name, honest=False,
+            config=race_summary.searched_values(study, trial.config), search_trial=trial.name, honest=False,
             figures=figures, checkpoint=checkpoint, lines=lines,
         )
     chosen = summary["recommended"]
     w = summary["winner"]
     lines = [
-        race.verdict(summary),
-        f"race winner: {'the baseline' if summary.get('race_kept_baseline') else race.config_text(w['config'])}"
+        race_text.verdict(summary),
+        f"race winner: {'the baseline' if summary.get('race_kept_baseline') else config_text(w['config'])}"
         f" (figures below; best challenger: search trial {w['search_trial']})",
-        *race.headline(summary)[1:],
+        *race_text.headline(summary)[1:],
     ]
     which = chosen["which"]
     if which is None:
@@ -94,5 +96,5 @@ def recommended(experiment: Experiment) -> Recommendation:
     return Recommendation(
         source="race", which=which, hyperparameters=values, config=entry["config"],
         search_trial=w["search_trial"] if entry is w else None, honest=True, figures=figures,
-        agents=[Path(p) for p in chosen["agents"]], verdict=race.verdict(summary), lines=tuple(lines),
+        agents=[Path(p) for p in chosen["agents"]], verdict=race_text.verdict(summary), lines=tuple(lines),
     )

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.results import plots
-from ratiotune.search import race
+from ratiotune.core import race_summary
+from ratiotune.search import race_text
 from ratiotune.core.experiment import (
     ERRORED,
     FINISHED,
@@ -380,12 +381,12 @@ def render_markdown(
         "## Summary",
         "",
     ]
-    summary = race.load_summary(experiment.directory) if metric == study.search.metric else None
+    summary = race_summary.load_summary(experiment.directory) if metric == study.search.metric else None
     if summary is not None:
-        lines.append(f"- **Race: {race.verdict(summary)}** (race winner or best challenger: search trial "
+        lines.append(f"- **Race: {race_text.verdict(summary)}** (race winner or best challenger: search trial "
                      f"{summary['winner']['search_trial']}).")
-        lines += [f"  - {line}" for line in race.headline(summary)[1:]]
-        lines.append(f"  - Every round and seed: `{race.race_dir(experiment.directory) / 'summary.md'}`.")
+        lines += [f"  - {line}" for line in race_text.headline(summary)[1:]]
+        lines.append(f"  - Every round and seed: `{race_summary.race_dir(experiment.directory) / 'summary.md'}`.")
     elif study.race_skipped() is None and metric == study.search.metric:
         lines.append(f"- No honest figure yet: the race has not finished (`ratiotune resume {experiment.directory}`).")
     if ranked:

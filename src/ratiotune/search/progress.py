@@ -25,12 +25,12 @@ from typing import Any
 from ray import tune
 
 from ratiotune.core.experiment import TASK_ERROR_KEY
+from ratiotune.core.hyperparameters import config_text, space_text
 from ratiotune.core.objective import OBJECTIVE
 from ratiotune.core.study import Study
+from ratiotune.core.values import finite
 
 RAY_LOG = "ray.log"
-# Short names for the four searched values in one-line summaries.
-SHORT_NAMES = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
 
 
 # --------------------------------------------------------------------------- Ray's own log
@@ -104,12 +104,6 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
     return lines
 
 
-def space_text(spec) -> str:
-    if spec.type == "choice":
-        return "choice " + "/".join(f"{v:g}" for v in spec.values)
-    return f"{spec.type} [{spec.low:g}, {spec.high:g}]"
-
-
 def ineffective_notes(study: Study) -> list[str]:
     """Searched values known to change nothing, one line each (`ratiotune check` measures them)."""
     if "reward_scale" in study.search.space and study.train.advantage_normalization:
@@ -128,15 +122,6 @@ def clock(seconds: float) -> str:
     seconds = int(round(seconds))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
-def config_text(config: dict[str, Any], names: list[str]) -> str:
-    parts = []
-    for name in names:
-        value = config.get(name)
-        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
-        parts.append(f"{SHORT_NAMES.get(name, name)} {shown}")
-    return ", ".join(parts)
 
 
 def trial_name(trial) -> str:
@@ -294,6 +279,6 @@ class RunsProgress(tune.Callback):
 
 
 def number(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if finite(value):
         return f"{value:.3f}"
     return "n/a"

@@ -21,14 +21,14 @@ for the selection, then for the report -> summarize (plain tables) -> write_outp
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratiotune.search.race import ended_collapsed, honest_metric, load_summary, searched_values
-from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult, error_summary, load_experiment
+from ratiotune.core.hyperparameters import SHORT_NAMES
+from ratiotune.core.race_summary import ended_collapsed, honest_metric, load_summary, race_dir, searched_values
 from ratiotune.core.stats import describe, format_interval, format_share
 from ratiotune.core.study import (
     SEARCHABLE,
@@ -42,6 +42,8 @@ from ratiotune.core.study import (
     validate_study,
     write_study,
 )
+from ratiotune.core.values import final_row, finite, worst_end
+from ratiotune.search.seed_grid import run_seed_grid
 
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
 # search's: the search only needs to rank configs, the retrain has to measure them.
@@ -188,8 +190,6 @@ def race_candidates(experiment: Experiment, ranked: list[TrialResult]) -> tuple[
 
 def race_seeds_used(experiment: Experiment) -> int:
     """How many fresh seeds the experiment's race took (0 without a race)."""
-    from ratiotune.search.race import race_dir
-
     seeds = {
         int(json.loads(p.read_text()).get(SEED_KEY, experiment.study.train.seed))
         for p in race_dir(experiment.directory).glob("*/*/params.json")
@@ -219,43 +219,17 @@ def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], 
     The runs folder is itself an experiment (study.yaml + Ray trial folders), so core/experiment.py
     reads it like any search. Ray must already be initialised (the CLI does it).
     """
-    from ray import tune
-
-    from ratiotune.search.launch import check_resources, largest_node_gpus, make_trainable, seed_runs_config
+    from ratiotune.search.launch import check_resources, largest_node_gpus
 
     study = plan.study
     # The cluster's largest node, not this machine's CUDA count: a run must fit on one node.
     check_resources(study, largest_node_gpus())
     runs_dir = plan.output / folder
-    runs_dir.mkdir(parents=True)
-    write_study(runs_dir, study, STUDY_FILE)
-
-    by_rank = {c.rank: c for c in candidates}
-    # grid_search makes the rank x seed product; sample_from then fills each run's searched
-    # values (and start checkpoint) from its rank, so params.json shows the full config.
-    param_space: dict[str, Any] = {
-        RANK_KEY: tune.grid_search(list(by_rank)),
-        SEED_KEY: tune.grid_search(list(seeds)),
-    }
-    for name in candidates[0].config:
-        param_space[name] = tune.sample_from(lambda spec, name=name: by_rank[spec.config[RANK_KEY]].config[name])
-    # The final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
-    param_space[TEST_KEY] = study.task.eval_samples_per_prompt
-    if plan.from_checkpoint:
-        param_space[START_KEY] = tune.sample_from(
-            lambda spec: str(by_rank[spec.config[RANK_KEY]].start_checkpoint)
-        )
-
-    tuner = tune.Tuner(
-        make_trainable(study),
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=study.search.max_concurrent_trials,
-            trial_dirname_creator=lambda t: f"rank{t.config[RANK_KEY]}_seed{t.config[SEED_KEY]}",
-        ),
-        run_config=seed_runs_config(study, folder, str(plan.output), [RANK_KEY, SEED_KEY], len(by_rank) * len(seeds)),
-    )
-    tuner.fit()
+    # Every rank x seed; the final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
+    runs = [{RANK_KEY: c.rank, SEED_KEY: seed, TEST_KEY: study.task.eval_samples_per_prompt,
+             **({START_KEY: str(c.start_checkpoint)} if plan.from_checkpoint else {})}
+            for c in candidates for seed in seeds]
+    run_seed_grid(study, runs_dir, runs, {c.rank: c.config for c in candidates}, RANK_KEY, prefix="rank")
     return load_experiment(runs_dir)
 
 
@@ -271,7 +245,7 @@ def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, 
             continue
         # The final epoch, not the best: the agents shipped are the final ones, and picking
         # each run's best epoch would bring back the optimism this command removes.
-        last = max(run.rows, key=lambda r: r.get("epoch", 0), default={})
+        last = final_row(run.rows)
         status = run.status(plan.study.train.epochs)
         failed = status in (ERRORED, INFEASIBLE) or run.infeasible_reason is not None
         rows.append(
@@ -281,7 +255,7 @@ def seed_rows(plan: RetrainPlan, runs: Experiment, rank: int) -> list[dict[str, 
                 "epoch": last.get("epoch"),
                 # A crash Ray retried to completion is no error; a diverged run is one.
                 "error": (run.infeasible_reason or error_summary(run.error) or status) if failed else None,
-                **{name: last.get(name) if _finite(last.get(name)) and not failed else None for name in tracked},
+                **{name: last.get(name) if finite(last.get(name)) and not failed else None for name in tracked},
             }
         )
     return sorted(rows, key=lambda r: r["seed"])
@@ -293,7 +267,7 @@ def seed_stats(plan: RetrainPlan, rows: list[dict[str, Any]]) -> dict[str, dict[
     stats = {}
     for name in tracked_metrics(plan.study):
         bounds = plan.study.metrics().value_range(name)
-        worst = None if bounds is None else (bounds[0] if plan.study.search.mode == "max" else bounds[1])
+        worst = worst_end(bounds, plan.study.search.mode)
         values = [worst if r["error"] else r.get(name) for r in rows]
         stats[name] = describe([v for v in values if v is not None], bounds)
     return stats
@@ -415,10 +389,6 @@ def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) 
     return final
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
@@ -427,7 +397,6 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     metric = summary["metric"]
     honest = summary["honest_metric"]
     protocol = summary["eval_protocol"]
-    names = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens": "tokens", "reward_scale": "scale"}
     source = ("the race's recommendation, then its survivors" if summary["candidates_from"] == "race"
               else "the search's top configs (no finished race: its ranking is optimistic)")
     select, report = summary["selection_seeds"], summary["report_seeds"]
@@ -443,9 +412,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt (the search used "
         f"{protocol['search_samples_per_prompt']}). A diverged or errored run scores the worst value and counts in n.",
         "",
-        "| rank | search trial | " + " | ".join(names.values()) + f" | search {metric} (optimistic) | "
+        "| rank | search trial | " + " | ".join(SHORT_NAMES.values()) + f" | search {metric} (optimistic) | "
         f"selection {metric} | report {honest} |",
-        "|" + "---|" * (len(names) + 5),
+        "|" + "---|" * (len(SHORT_NAMES) + 5),
     ]
     for c in summary["configs"]:
         hp = c["hyperparameters"]

@@ -29,7 +29,7 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
   grad mode (comlrl generates under inference_mode with requires_grad off), so each
   purpose has its own cache and its own graph: one cache per (purpose, rows, length).
   Compiled rollouts decode the rollout_buffer_size prompts between two updates in one call
-  (magrpo.RatioMAGRPOTrainer.batches_rollouts), so their rows are prompts x num_generations.
+  (magrpo.TrialMAGRPOTrainer.batches_rollouts), so their rows are prompts x num_generations.
   The two agents share each Dynamo graph (their weights are graph inputs, not guarded by
   identity), so a trial compiles one graph per rollout prompt bucket in use (the builtin
   prompts are 23-47 characters: 1 or 2 buckets with the character tokenizer, 1 with Qwen's)

@@ -101,9 +101,10 @@ class RecordingReward:
         return [g for g, _ in kept], [r for _, r in kept]
 
 
-class RatioMAGRPOTrainer(MAGRPOTrainer):
-    """MAGRPOTrainer that runs one epoch on request, counts generated tokens and
-    (with `fast_update`, the default) computes the policy-gradient loss batched.
+class TrialMAGRPOTrainer(MAGRPOTrainer):
+    """The MAGRPOTrainer one trial drives (any task): it runs one epoch on request, counts generated tokens,
+    checkpoints and restores its state, and (with `fast_update`, the default) computes the policy-gradient
+    loss batched.
     """
 
     generated_tokens: int = 0
@@ -535,7 +536,7 @@ def build_trainer(
     epochs: int,
     devices: list[str] | None = None,
     autocast_dtype: torch.dtype | None = None,
-) -> RatioMAGRPOTrainer:
+) -> TrialMAGRPOTrainer:
     """A trainer for one trial on the task's `records`. `train` is the study's TrainSpec, `task` its Task.
 
     `train.generation` picks each agent's decoding on its device (generation.resolve).
@@ -563,7 +564,7 @@ def build_trainer(
         parallel_training=parallel,
         agent_devices=devices if parallel == "mp" else devices[0],
     )
-    trainer = RatioMAGRPOTrainer(
+    trainer = TrialMAGRPOTrainer(
         agents=agents,
         # One tokenizer per agent: with "mp" comlrl tokenizes from two threads, and a shared
         # fast tokenizer raises "Already borrowed" (sample_answers also flips padding_side).

@@ -7,7 +7,7 @@ What one trial holds (two agents, comlrl's MAGRPO):
 - per agent: float32 master weights and AdamW's two float32 moments (16 bytes per
   parameter with the gradients), whatever `model.dtype` says: that is the compute dtype
   of the forward passes (torch.autocast), see models.load_agents for why.
-- gradients: float32, freed after each agent's step (RatioMAGRPOTrainer._update_from_samples),
+- gradients: float32, freed after each agent's step (TrialMAGRPOTrainer._update_from_samples),
   so one agent's at a time when the agents update one after the other, both with one
   GPU per agent (parallel_training="mp").
 - the update: the activations of all num_generations sequences are alive at once (one
@@ -245,7 +245,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
         records = study.prompts("train")
         if decoding == "compiled":
             # Compiled rollouts decode the rollout_buffer_size prompts between two updates in one
-            # call (magrpo.RatioMAGRPOTrainer.batches_rollouts; training is single-turn): one cache per
+            # call (magrpo.TrialMAGRPOTrainer.batches_rollouts; training is single-turn): one cache per
             # (rows, length) that the windows of the prompt list, in order, use; per agent's prompts.
             window = study.train.rollout_buffer_size
             rollout = 0
