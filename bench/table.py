@@ -15,7 +15,8 @@ The grid: learning_rate at --lrs log-spaced points over the space's range, every
 other choice parameter, the product. reward_scale is held at its default under advantage
 normalization (it cancels to the bit there: tests/test_smoke_table.py), so it has no axis.
 
-Resumable: every finished run is appended to <name>_runs.jsonl at once; a rerun skips those.
+Resumable: every finished run is appended to <name>_runs.jsonl at once; a rerun skips those
+(`--write-only` writes the CSV and .json from the runs so far, training nothing).
 Runs go seed-major, so a table cut short is balanced. --workers processes, one torch thread each
 (as a Ray trial with resources.cpu 1 trains). Writes <name>_table.csv and <name>_table.json
 (command, study, code version, grid, seeds per learning rate, wall time) under bench/table/.
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr-min", type=float, default=0.0, help="train only grid points at or above this learning rate")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--write-only", action="store_true",
+                        help="train nothing: write the CSV and .json from the runs so far (a table cut short)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     study = load(args.study)
@@ -140,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 done[key(run, run["seed"])] = run
     configs = grid(args.study, args.lrs)
     jobs = [(str(args.study), c, s) for s in range(args.seeds) for c in configs
-            if key(c, s) not in done and c["learning_rate"] >= args.lr_min]
+            if key(c, s) not in done and c["learning_rate"] >= args.lr_min and not args.write_only]
     print(f"{name}: {len(configs)} configs x {args.seeds} seeds: {len(done)} runs done, {len(jobs)} to go", flush=True)
     start = time.time()
-    with open(log_path, "a") as log, multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=20) as pool:
+    with open(log_path, "a") as log, multiprocessing.get_context("spawn").Pool(max(1, min(args.workers, len(jobs))), maxtasksperchild=20) as pool:
         for n, run in enumerate(pool.imap_unordered(run_one, jobs), 1):
             log.write(json.dumps(run) + "\n")
             log.flush()
