@@ -42,3 +42,11 @@ def _type_name(annotation: Any) -> str:
     if origin in (list, dict):
         return f"{origin.__name__} of {', '.join(_type_name(a) for a in args)}"
     return getattr(annotation, "__name__", str(annotation))
+
+
+def json_schema() -> dict[str, Any]:
+    """The study schema as JSON Schema (pydantic's Study.model_json_schema()): `ratiotune fields --json-schema`.
+
+    Editors check a study file against it (docs/study-file.md); the checks it cannot state (a task's
+    metric names, a baseline inside the space, ...) stay with validate_study."""
+    return Study.model_json_schema()
