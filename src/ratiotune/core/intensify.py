@@ -31,8 +31,7 @@ it out would reward configs that sometimes do not train (survivorship).
 
 Why an exact one-sided sign test on the paired differences. Outcomes are bimodal: a run
 learns the ratio or collapses to 0 for good (the figures: docs/search-quality.md). A paired
-t test is then driven by a single collapse (one difference of
--0.6 among +0.05s) and assumes a normality that 2-8 seeds cannot check; a paired bootstrap
+t test is then driven by a single collapse (one difference of -0.6 among +0.05s) and assumes a normality that 2-8 seeds cannot check; a paired bootstrap
 has too few distinct resamples at n <= 8 to hold its level. The sign test counts only which
 config won each seed, so a collapse weighs one loss, no more, and its level is exact at any n
 (a binomial tail; ties, e.g. both collapsed, are dropped). Its price is power: p >= 1/2**n, so
