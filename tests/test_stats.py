@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -76,16 +78,14 @@ def test_quantiles_bounds_and_shares():
     assert format_share(1, 4) == "collapsed 1 of 4 (25%, 95% Wilson interval [5%, 70%])"
 
 
-def test_the_sign_flip_test_is_exact_and_weighs_differences_by_size():
-    from ratiotune.core.stats import signflip_p
-
-    # Every difference positive: only the observed pattern reaches the observed sum, p = 1/2**n.
-    assert signflip_p([0.5, 0.4, 0.6, 0.5, 0.45, 0.55]) == 1 / 64
-    # One small loss among wins: the observed pattern and the one with that loss flipped, p = 2/64.
-    assert signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.1]) == 2 / 64
-    # A large loss weighs more than a small one (the sign test would count both alike).
-    assert signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.6]) > signflip_p([0.5, 0.5, 0.5, 0.5, 0.5, -0.1])
-    # Its level is exact under the null: differences symmetric about 0.
-    rng = np.random.default_rng(0)
-    rejected = np.mean([signflip_p(list(rng.normal(size=6))) <= 0.0625 for _ in range(4000)])
-    assert abs(rejected - 0.0625) < 0.015
+def test_wilson_and_the_sign_test_are_the_textbook_formulas():
+    # scipy.stats does both; these are the closed forms they replaced, at k = 0, k = n and between.
+    z = 1.959963984540054  # z(0.975)
+    for n in range(1, 13):
+        for k in range(n + 1):
+            p = k / n
+            centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+            half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+            assert wilson(k, n) == pytest.approx([max(0.0, centre - half), min(1.0, centre + half)], abs=1e-12)
+            assert sign_test_p(n - k, k) == sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n  # exact
+    assert wilson(0, 5)[0] == 0.0 and wilson(5, 5)[1] == 1.0 and wilson(0, 0) is None

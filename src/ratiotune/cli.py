@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the fields as a Markdown table: printed, or written into FILE between its "
         f"{FIELDS_BEGIN} and {FIELDS_END} lines (docs/study-file.md's table is made this way)",
     )
+    fields.add_argument("--json-schema", action="store_true",
+                        help="the whole study schema as JSON Schema, for an editor (docs/study-file.md)")
     fields.set_defaults(func=cmd_fields)
     return parser
 
@@ -169,8 +171,15 @@ def write_fields_markdown(path: Path, table: str) -> None:
 
 
 def cmd_fields(args: argparse.Namespace) -> int:
-    from ratiotune.core.study import schema_fields
+    from ratiotune.core.study import json_schema, schema_fields
 
+    if args.json_schema:
+        import json
+
+        if args.prefix or args.markdown is not None:
+            raise StudyError("fields --json-schema prints the whole study's schema: drop PREFIX and --markdown")
+        print(json.dumps(json_schema(), indent=2))
+        return 0
     prefix = args.prefix.rstrip(".")
     rows = [row for row in schema_fields() if not prefix or row[0] == prefix or row[0].startswith(prefix + ".")]
     if not rows:

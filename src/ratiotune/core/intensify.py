@@ -29,16 +29,15 @@ Intensification against the incumbent (SMAC3's intensifier, irace's F-race):
 A diverged or errored run scores the metric's worst value (`worst`) and counts in n: leaving
 it out would reward configs that sometimes do not train (survivorship).
 
-Why an exact one-sided sign test on the paired differences. Outcomes are bimodal: a run
-learns the ratio (0.2-0.7 on the smoke task) or collapses to 0 for good (about 1 run in 4 at
-high learning rates). A paired t test is then driven by a single collapse (one difference of
--0.6 among +0.05s) and assumes a normality that 2-8 seeds cannot check; a paired bootstrap
-has too few distinct resamples at n <= 8 to hold its level. The sign test counts only which
-config won each seed, so a collapse weighs one loss, no more, and its level is exact at any n
-(a binomial tail; ties, e.g. both collapsed, are dropped). Its price is power: p >= 1/2**n, so
-a cut at level 0.1 needs 4 of 4 seeds lost (p = 0.0625), at 0.05 5 of 5. Cutting only saves
-compute for the survivors: the winner is still the best mean, and the gate below decides
-whether it ships.
+Why an exact one-sided sign test on the paired differences. Outcomes are bimodal: a run learns
+the ratio or collapses to 0 for good (the figures: docs/search-quality.md). A paired t test is
+then driven by a single collapse (one difference of -0.6 among +0.05s) and assumes a normality
+that 2-8 seeds cannot check; a paired bootstrap has too few distinct resamples at n <= 8 to
+hold its level. The sign test counts only which config won each seed, so a collapse weighs one
+loss, no more, and its level is exact at any n (a binomial tail; ties, e.g. both collapsed,
+are dropped). Its price is power: p >= 1/2**n, so a cut at level 0.1 needs 4 of 4 seeds lost
+(p = 0.0625), at 0.05 5 of 5. Cutting only saves compute for the survivors: the winner is
+still the best mean, and the gate below decides whether it ships.
 
 The gate (`gate`), after selection: the winner and the baseline train on further fresh seeds
 (paired) and are scored on the test prompts at the final epoch. The winner is recommended

@@ -12,7 +12,6 @@ trainable.Trial.divergence).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ratiotune.core.objective import OBJECTIVE
@@ -20,12 +19,9 @@ from ratiotune.tasks import call_measure
 from ratiotune.tasks.base import Sample, Task, TaskMetric
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    better: str | None  # "max", "min", or None for descriptive numbers that have no "best"
-    description: str
-    bounds: tuple[float, float] | None = None
+class Metric(TaskMetric):
+    """A row of the metric table: TaskMetric's fields (name, better, description, bounds) under the name a trial
+    reports (train/<name>, eval/<name>, test/<name>, the objective, system/*)."""
 
 
 # Measured by ratiotune for every task, around the task's own: mean_reward first and

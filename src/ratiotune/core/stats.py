@@ -11,7 +11,7 @@ Per config the race and `retrain` print:
   interval) and, for a run that does not, the range of the runs that did not, which holds an
   exchangeable new run with chance (m - 1) / (m + 1) for m such runs (no distribution assumed).
 
-Quantiles come from scipy.stats, at any level.
+Quantiles, the Wilson interval and the sign test come from scipy.stats.
 """
 
 from __future__ import annotations
@@ -96,14 +96,13 @@ def lower_bound(values: list[float], confidence: float) -> float | None:
 
 
 def wilson(successes: int, n: int) -> list[float] | None:
-    """95% Wilson score interval of a share (None for n = 0)."""
+    """95% Wilson score interval of a share (None for n = 0): scipy.stats.binomtest's proportion_ci."""
     if n == 0:
         return None
-    z = 1.959964  # z(0.975)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return [max(0.0, centre - half), min(1.0, centre + half)]
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return [float(interval.low), float(interval.high)]
 
 
 def sign_test_p(wins: int, losses: int) -> float:
@@ -114,7 +113,9 @@ def sign_test_p(wins: int, losses: int) -> float:
     n = wins + losses
     if n == 0:
         return 1.0
-    return sum(math.comb(n, k) for k in range(losses, n + 1)) / 2**n
+    from scipy.stats import binomtest
+
+    return float(binomtest(losses, n, 0.5, alternative="greater").pvalue)
 
 
 def _f(value: float | None) -> str:
@@ -138,26 +139,3 @@ def format_share(collapsed: int, n: int) -> str:
     low, high = wilson(collapsed, n)
     return f"collapsed {collapsed} of {n} ({collapsed / n:.0%}, 95% Wilson interval [{low:.0%}, {high:.0%}])"
 
-
-def signflip_p(diffs: list[float]) -> float:
-    """Exact one-sided sign-flip (paired permutation) test that the mean paired difference is > 0.
-
-    p = the share of the 2**n sign patterns s whose sum(s_i·|d_i|) is at least the observed
-    sum(d_i): under the null that the two configs are exchangeable on every seed (each seed's
-    difference as likely +|d| as -|d|), p is exact at any n, with no normality assumed. Unlike
-    the sign test it weighs differences by size; unlike the t test one large loss (a collapse)
-    cannot swamp several wins through the sd. The smallest p is 1/2**n (n = 6: 0.016). n <= 20.
-    """
-    n = len(diffs)
-    if n == 0:
-        return 1.0
-    if n > 20:
-        raise ValueError(f"signflip_p enumerates 2**n patterns; n = {n} (at most 20)")
-    observed = sum(diffs)
-    sizes = [abs(d) for d in diffs]
-    # Tolerance: floating sums of the same numbers in another order differ in the last bits.
-    tol = 1e-12 * max(1.0, sum(sizes))
-    sums = [0.0]
-    for size in sizes:
-        sums = [s + size for s in sums] + [s - size for s in sums]
-    return sum(s >= observed - tol for s in sums) / len(sums)

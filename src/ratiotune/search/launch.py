@@ -199,12 +199,6 @@ def largest_node_gpus() -> float:
     return max((node["Resources"].get("GPU", 0.0) for node in ray.nodes() if node["Alive"]), default=0.0)
 
 
-def local_gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def make_trainable(study: Study):
     """The trial function with the study bound and its resources: the same for search and resume."""
     from ray import tune
