@@ -155,7 +155,7 @@ class ExperimentFrames:
         it reaches the folder. StudyError when the search kept no Optuna study (PBT, nothing searched)."""
         import optuna
 
-        from ratiotune.search.optuna_study import open_storage, read_record
+        from ratiotune.core.storage import open_storage, read_record
 
         record = read_record(self.path)
         if record is None:
