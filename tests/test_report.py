@@ -209,3 +209,25 @@ def test_analysis_scripts_run_on_an_experiment(experiment, tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert bad.returncode == 2 and "nope/x" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_notebook_gets_the_diagnostics_the_report_prints(experiment, tmp_path):
+    """One computation (results/diagnostics.py) behind report.md's warnings, noise line and importance table
+    and a notebook's exp.diagnostics()."""
+    import ratiotune
+
+    exp = ratiotune.read_experiment(experiment)
+    found = exp.diagnostics()
+    assert (found.metric, found.mode) == (exp.rank_metric, exp.rank_mode)
+    text = exp.write_report(tmp_path / "report").read_text()
+    printed = text.split("## Warnings\n\n", 1)[1].split("\n\n## ", 1)[0].splitlines()
+    assert printed == [f"- {w}" for w in found.warnings]
+    assert any("reward_scale has no effect" in w for w in found.warnings)  # normalization on, reward_scale searched
+    if found.noise is None:
+        assert "- Noise:" not in text and found.winner_distinguishable is None
+    else:
+        verdict = "clear of" if found.winner_distinguishable else "within"
+        assert f"#1 leads #2 by {found.noise.gap:.3f}" in text and f"the lead is {verdict} the noise" in text
+    if found.importance is not None:
+        for name, value in found.importance.values.items():
+            assert f"| {name} | {value:.2f} |" in text

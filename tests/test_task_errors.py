@@ -126,7 +126,7 @@ def test_a_task_error_at_run_time_is_named_not_retried_and_kept(tiny_study, tmp_
             assert [row["epoch"] for row in trial.rows] == [1, 2]  # epoch 1's result, then the error's row
             assert math.isnan(trial.rows[-1]["search/objective"])
 
-    from ratiotune.results.report import failure_warnings
+    from ratiotune.results.diagnostics import failure_warnings
 
     [warning] = failure_warnings(experiment)
     assert "The task failed on real answers" in warning and "learning_rate" not in warning

@@ -118,7 +118,7 @@ def test_search_exits_1_when_every_trial_errored(tmp_path, write_study):
 
 
 def test_summary_says_when_no_trial_reported_the_metric(travelled, tmp_path):
-    from ratiotune.cli import print_summary
+    from ratiotune.results.tables import print_summary
 
     copy = tmp_path / "silent"
     shutil.copytree(travelled["experiment"], copy, ignore=shutil.ignore_patterns("checkpoint_*", "report", "retrain"))

@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
-import yaml
-
-from ratiotune.core import provenance
-from ratiotune.core.experiment import ERRORED, INFEASIBLE, STUDY_FILE, TASK_ERROR, Experiment, error_summary, load_experiment
-from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
+from ratiotune.core.experiment import load_experiment
+from ratiotune.core.study import StudyError, check_launch, check_race_budget, load_study
 from ratiotune.core.wandb_settings import WandbSettings
 from ratiotune.tasks import TaskError
 
-EXIT_USAGE = 2
-EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
+EXIT_USAGE = 2  # a StudyError (search/study_run.py: EXIT_NO_RESULT, a study that ran but produced nothing)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,265 +241,18 @@ def add_wandb_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
-    overrides += [f"search.optuna_storage={args.optuna_storage}"] if args.optuna_storage else []
-    study = check_launch(load_study(args.study, overrides))
-    check_race_budget(study)
-    from ratiotune.training import memory
-    from ratiotune.search import optuna_study, launch
-    from ratiotune.core import storage
+    from ratiotune.results.tables import print_summary
+    from ratiotune.search import study_run
 
-    experiment_dir = storage.experiment_location(args.storage, study.name)
-    if storage.exists(experiment_dir):
-        raise StudyError(f"{experiment_dir} already exists; {rerun_hint(experiment_dir)}")
-    location = optuna_study.storage_location(study.search.optuna_storage, experiment_dir)
-    try:
-        taken = bool(study.search.optuna_storage) and optuna_study.study_exists(location, study.name)
-    except StudyError as exc:
-        raise StudyError(f"search.optuna_storage: {exc}") from None
-    if taken:
-        raise StudyError(
-            f"search.optuna_storage: {study.search.optuna_storage} already holds a study named {study.name!r}; "
-            "pass another --name (a study is never continued by a new search: `ratiotune resume` does that)"
-        )
-
-    from ratiotune.search.progress import header
-    from ratiotune.training.probe import probe_answers
-
-    log_file = ray_log_file(experiment_dir, args.verbose)
-    print("\n".join(header(study, args.study, experiment_dir, log_file)), flush=True)
-    try:
-        start_ray(args.address, log_file)
-        # Before any trial starts (and after ray.init: see probe.py): most task bugs end here, in seconds.
-        pairs, seconds = probe_answers(study)
-        print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
-              f"ok ({seconds:.1f} s)" if pairs else "pre-flight: skipped (the untrained agents could not answer; the "
-              "trials will say why)", flush=True)
-        # The cluster's nodes, not this machine's: a trial must fit on one node.
-        launch.check_resources(study, launch.largest_node_gpus())
-        report, _ = memory.launch_report(study)
-    except StudyError:
-        # Nothing started: leave no folder that holds only ray.log (a retry with the same name would be refused).
-        if log_file is not None and [p.name for p in log_file.parent.iterdir()] == [log_file.name]:
-            shutil.rmtree(log_file.parent)
-        raise
-    print(report, flush=True)
-    # study.yaml and the prompt texts (prompts/): the folder carries everything it ran on.
-    for name, text in study_files(study, STUDY_FILE).items():
-        storage.write_text(experiment_dir, name, text)
-    if not storage.is_uri(experiment_dir):
-        experiment_dir = Path(experiment_dir)
-        provenance.write(experiment_dir, args.argv)
-    wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
-    return run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir)
-
-
-def rerun_hint(experiment_dir) -> str:
-    """What to do about a taken --name: a folder whose every trial failed holds nothing to keep."""
-    from ratiotune.core import storage
-
-    hint = "pass another --name (experiments are never overwritten)"
-    if storage.is_uri(experiment_dir):
-        return hint
-    try:
-        experiment = load_experiment(experiment_dir)
-    except StudyError:
-        return hint
-    study = experiment.study
-    statuses = [trial.status(study.train.epochs) for trial in experiment.trials]
-    if TASK_ERROR in statuses:
-        # A task error stops the whole study (search/stop.py): the trials beside it end wherever they
-        # were, so the folder holds no result whatever their number.
-        return (f"the study in it stopped on a task error ({statuses.count(TASK_ERROR)} of {len(statuses)} trials hit it), "
-                f"so it holds no result: after the fix, rerun with another --name, or delete it first (rm -r {experiment_dir})")
-    failed = [s for s in statuses if s == ERRORED]
-    if not failed or len(failed) < len(statuses) or experiment.ranked():
-        return hint
-    return (f"every trial in it errored ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
-            f"rerun with another --name, or delete it first (rm -r {experiment_dir})")
-
-
-def run_to_end(tuner, study: Study, experiment_dir) -> int:
-    """Fit, then race the top configs; on an interruption print the one-line resume hint and exit
-    non-zero; exit EXIT_NO_RESULT when every trial errored or none reported the metric."""
-    from ratiotune.search import resume
-    from ratiotune.core import storage
-
-    finished, grid = resume.fit_interruptibly(tuner, study, experiment_dir)
-    if not finished:
-        print(resume.interrupted_hint(experiment_dir), file=sys.stderr)
-        return resume.EXIT_INTERRUPTED
-    if storage.is_uri(experiment_dir):
-        failure = print_remote_summary(experiment_dir, grid, study)
-        if failure is None and study.race_skipped() is None:
-            print("race: skipped (it reads the search's results from a local folder); copy the folder locally and "
-                  "run `ratiotune resume` on the copy to race its top configs")
-    else:
-        experiment = load_experiment(experiment_dir)
-        failure = print_summary(experiment)
-    if failure is not None:
-        print(f"ratiotune: error: {failure}", file=sys.stderr)
-        return EXIT_NO_RESULT
-    if storage.is_uri(experiment_dir):
-        return 0
-    return run_race(experiment)
-
-
-def run_race(experiment: Experiment) -> int:
-    """The confirmation race after a finished search (race.py); prints the honest figure."""
-    from ratiotune.core import race_summary
-    from ratiotune.search import race, race_text, resume
-
-    skipped = experiment.study.race_skipped()
-    if skipped is not None:
-        print(f"race: none ({skipped}); the figures above are selection figures and optimistic")
-        return 0
-    print("\nrace: the top configs against the baseline on paired fresh seeds, then the gate", flush=True)
-    try:
-        with resume.sigterm_as_sigint():
-            summary = race.race(experiment)
-    except race.RaceInterrupted:
-        print(resume.interrupted_hint(experiment.directory), file=sys.stderr)
-        return resume.EXIT_INTERRUPTED
-    except race.RaceError as exc:
-        print(f"ratiotune: race: {exc}", file=sys.stderr)
-        return 1
-    # The verdict only: `best` prints its figures (printed here too, a demo showed them twice in a row).
-    print(f"\n  {race_text.verdict(summary)}")
-    from ratiotune.search.optuna_study import record_race
-
-    try:
-        record_race(experiment.directory, summary["winner"]["search_trial"], race_text.headline(summary))
-    except StudyError as exc:  # the race's result stands; only the dashboard misses it
-        print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
-    print(f"race details: {race_summary.race_dir(experiment.directory) / 'summary.md'}")
-    print(f"its figures, the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
-    return 0
-
-
-def start_ray(address: str | None = None, log_file: Path | None = None) -> None:
-    """Start a local Ray, or join the cluster at `address` ("auto" or host:port of its head).
-
-    Shared by every command that runs trials (search, resume, ...). Ray's own log goes to
-    log_file (progress.quiet_ray_logging), or to the terminal when it is None (--verbose).
-    A head started with `ray start --head` uses token authentication: joining it needs
-    RAY_AUTH_MODE=token in the environment (the token is read from ~/.ray/auth_token or RAY_AUTH_TOKEN).
-    """
-    import ray
-
-    from ratiotune.search.progress import quiet_ray_logging
-
-    logging_kwargs = quiet_ray_logging(log_file)
-    if address is None:
-        # "local": a fresh Ray of our own, never a cluster that happens to run on this machine.
-        ray.init(address="local", include_dashboard=False, configure_logging=True, **logging_kwargs)
-        return
-    try:
-        ray.init(address=address, configure_logging=True, **logging_kwargs)
-    except (ConnectionError, RuntimeError) as exc:
-        raise StudyError(
-            f"--address {address}: cannot join the Ray cluster ({exc}). Is `ray start --head` running there? "
-            "A head started that way needs RAY_AUTH_MODE=token in this environment."
-        ) from None
-    nodes = [node for node in ray.nodes() if node["Alive"]]
-    print(f"joined Ray cluster at {address}: {len(nodes)} node(s), {ray.cluster_resources()}", flush=True)
-
-
-def ray_log_file(folder, verbose: bool) -> Path | None:
-    """FOLDER/ray.log for a local folder; a file in the temp folder for a URI (s3://); None with --verbose."""
-    import tempfile
-
-    from ratiotune.core import storage
-    from ratiotune.search.progress import RAY_LOG
-
-    if verbose:
-        return None
-    if storage.is_uri(folder):
-        return Path(tempfile.gettempdir()) / f"ratiotune-{storage.split_location(folder)[1]}-{os.getpid()}-{RAY_LOG}"
-    return Path(folder) / RAY_LOG
-
-
-def print_remote_summary(location: str, grid, study: Study) -> str | None:
-    """For an experiment on a URI: `best` and friends read a local copy, so print what Ray returned.
-
-    Returns why the study produced nothing (every trial errored, no trial reported the metric), or None.
-    """
-    metric, mode = study.search.metric, study.search.mode
-    print(f"\nexperiment: {location}  ({len(grid)} trials, {grid.num_errors} errored)")
-    if len(grid) and grid.num_errors == len(grid):
-        return f"every trial errored ({grid.num_errors} of {len(grid)}); see error.txt in the trial folders under {location}"
-    try:
-        best = grid.get_best_result(metric, mode, scope="all")
-        history = best.metrics_dataframe
-        column = history[metric].dropna()
-    except (RuntimeError, KeyError, TypeError, AttributeError):
-        return f"no trial reported {metric}"
-    if column.empty:
-        return f"no trial reported {metric}"
-    # scope="all" picks the trial by its best epoch, but its .metrics are the last epoch's: look the best row up.
-    row = column.idxmax() if mode == "max" else column.idxmin()
-    epoch = int(history["epoch"][row]) if "epoch" in history else "?"
-    print(f"best {metric}: {column[row]:.4f} at epoch {epoch}  config: {best.config}")
-    print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) for `ratiotune best`")
-    return None
-
-
-def print_summary(experiment: Experiment, top: int = 5) -> str | None:
-    """The trial table, best first. Returns why the study produced nothing (every trial errored,
-    no trial reported the metric), or None."""
-    study = experiment.study
-    metric, mode = study.search.metric, study.search.mode
-    ranked = experiment.ranked()
-    print(f"\nexperiment: {experiment.directory}  ({len(experiment.trials)} trials)")
-    statuses = {trial.name: trial.status(study.train.epochs) for trial in experiment.trials}
-    for trial in experiment.trials:
-        if statuses[trial.name] == TASK_ERROR:
-            print(f"task error: {trial.name}: {trial.task_error}")
-        elif statuses[trial.name] in (ERRORED, INFEASIBLE):
-            print(f"{statuses[trial.name]}: {trial.name}: {trial.infeasible_reason or error_summary(trial.error) or ''}")
-    task_errors = [trial for trial in experiment.trials if statuses[trial.name] == TASK_ERROR]
-    if task_errors:
-        # The study stopped at the first one (search/stop.py): its figures are a bug's, not a result.
-        return (f"the task failed on real answers, so the study stopped ({task_errors[0].name}): {task_errors[0].task_error}. "
-                f"Fix the task, then rerun with another --name or delete {experiment.directory}")
-    infeasible = sum(status == INFEASIBLE for status in statuses.values())
-    errored = sum(status == ERRORED for status in statuses.values())
-    print(f"infeasible (diverged) trials: {infeasible}   errored trials: {errored}")
-    # A trial can report epochs and then error for good: the table still shows it, the exit status says it.
-    all_errored = bool(experiment.trials) and errored == len(experiment.trials)
-    failure = f"every trial errored ({errored} of {errored}); see the error lines above and error.txt in {experiment.directory}"
-    if not ranked:
-        if all_errored:
-            return failure
-        return f"no trial reported {metric}; see the trial logs in {experiment.directory}"
-    searched = study.searched()
-    window = study.search.objective_window
-    print(f"search ranking by objective = mean {metric} over each trial's last {window} epochs "
-          "(selection figures: optimistic for the configs they picked)")
-    header = ["trial", *searched, "objective", f"best {metric}", "at epoch", "epochs"]
-    rows = [
-        [t.name]
-        + [format_value(t.config.get(name)) for name in searched]
-        + [f"{t.score(metric, window):.3f}", f"{t.best(metric, mode):.3f}", str(t.best_epoch(metric, mode)), str(t.epochs)]
-        for t in ranked[:top]
-    ]
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-    for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
-    best = ranked[0]
-    print(
-        f"search's top by objective: {best.name}, objective {best.score(metric, window):.4f}; "
-        f"best {metric}: {best.best(metric, mode):.4f} at epoch {best.best_epoch(metric, mode)} (optimistic)"
+    return study_run.search(
+        args.study, overrides=args.overrides, storage_root=args.storage, name=args.name,
+        optuna_storage=args.optuna_storage, address=args.address, verbose=args.verbose,
+        wandb=wandb_settings(args), argv=args.argv, summarize=print_summary,
     )
-    print(f"best checkpoint: {best.best_checkpoint(metric, mode)}")
-    print(f"best config:     ratiotune best {experiment.directory}")
-    return failure if all_errored else None
 
 
-def format_value(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
+def wandb_settings(args: argparse.Namespace) -> WandbSettings | None:
+    return WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
 
 
 # --------------------------------------------------------------------------- train
@@ -514,8 +262,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ratiotune.training import one_run
 
     study = check_launch(one_run.resolve_study(args.study, args.overrides))
-    wandb = WandbSettings(args.wandb_project, args.wandb_entity) if args.wandb else None
-    one_run.train(study, args.output or one_run.default_output(study), wandb)
+    one_run.train(study, args.output or one_run.default_output(study), wandb_settings(args))
     return 0
 
 
@@ -523,36 +270,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    experiment = load_experiment(Path(args.experiment).expanduser().resolve())
-    experiment_dir, study = experiment.directory, experiment.study
+    from ratiotune.results.tables import print_summary
+    from ratiotune.search import study_run
 
-    from ratiotune.search import resume, launch
-    from ratiotune.search.progress import header
-
-    if resume.is_finished(experiment_dir):
-        from ratiotune.core.race_summary import load_summary
-
-        if study.race_skipped() is not None or load_summary(experiment_dir) is not None:
-            raced = "" if study.race_skipped() is not None else ", and so has its race"
-            print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; nothing to resume")
-            return 0
-        check_launch(study)
-        log_file = ray_log_file(experiment_dir, args.verbose)
-        print(f"{experiment_dir}: the search has finished; continuing its race")
-        start_ray(args.address, log_file)
-        launch.check_resources(study, launch.largest_node_gpus())
-        provenance.append_resume(experiment_dir, args.argv)
-        return run_race(experiment)
-    # The prompts come from the experiment's own prompts/ folder, the model from study.yaml.
-    check_launch(study)
-    log_file = ray_log_file(experiment_dir, args.verbose)
-    print("\n".join(header(study, str(experiment_dir / STUDY_FILE), experiment_dir, log_file)), flush=True)
-    print(f"resuming: {len(experiment.trials)} of {study.search.num_samples} trials started before", flush=True)
-    start_ray(args.address, log_file)
-    launch.check_resources(study, launch.largest_node_gpus())
-    provenance.append_resume(experiment_dir, args.argv)
-    tuner = resume.restore_tuner(study, experiment_dir, retry_errored=not args.skip_errored)
-    return run_to_end(tuner, study, experiment_dir)
+    return study_run.resume(args.experiment, skip_errored=args.skip_errored, address=args.address,
+                            verbose=args.verbose, argv=args.argv, summarize=print_summary)
 
 
 # --------------------------------------------------------------------------- best
@@ -600,35 +322,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    from ratiotune.search import retrain
+    from ratiotune.search import study_run
 
-    # Every input check happens here, before Ray starts (GPUs: once it has, against the cluster).
-    plan = retrain.plan_retrain(
-        args.experiment,
-        top_k=args.top_k,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        output=args.output,
-        eval_prompts=args.eval_prompts,
-        overrides=args.overrides,
-        from_checkpoint=args.from_checkpoint,
-        select_seeds=args.select_seeds,
+    return study_run.retrain(
+        args.experiment, address=args.address, verbose=args.verbose,
+        top_k=args.top_k, seeds=args.seeds, epochs=args.epochs, output=args.output, eval_prompts=args.eval_prompts,
+        overrides=args.overrides, from_checkpoint=args.from_checkpoint, select_seeds=args.select_seeds,
     )
-    log_file = ray_log_file(plan.output, args.verbose)
-    from ratiotune.core.hyperparameters import config_text
-
-    print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
-          f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)
-    for candidate in plan.candidates:
-        print(f"  rank {candidate.rank}: {config_text(candidate.config, plan.study.searched())}", flush=True)
-    if log_file is not None:
-        print(f"Ray's log: {log_file} (--verbose shows it here)", flush=True)
-    start_ray(args.address, log_file)
-    retrain.retrain(plan)
-    print()
-    print((plan.output / "summary.md").read_text(), end="")
-    print(f"final agents: {plan.output / 'final'}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,17 +2,22 @@
 
 A study on several nodes needs storage every node reaches (Ray syncs trial results and
 checkpoints there): a shared filesystem path (NFS) or a bucket URI. One machine can use
-any local folder.
+any local folder. An experiment's Optuna study lives beside it (OPTUNA_FILE says where):
+read_record and open_storage find and open it for every reader (the search, the dashboard,
+a notebook); search/optuna_study.py writes it. Optuna is imported only when a storage is opened.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 # Inside an experiment folder, STAGING_PREFIX + the trial's folder name: where that trial writes a
 # checkpoint before Ray copies it into its trial folder (trainable.checkpoint_staging_dir says why
 # there). Hidden: never read as a trial; the trial removes it when it ends.
 STAGING_PREFIX = ".checkpoint-staging-"
+# Inside an experiment folder: where its Optuna study is, {"storage": journal file or URL, "study_name": ...}.
+OPTUNA_FILE = "optuna.json"
 
 
 def is_uri(location: str | Path) -> bool:
@@ -61,3 +66,32 @@ def write_text(location: str, filename: str, text: str) -> None:
     fs.create_dir(f"{path}/{filename}".rsplit("/", 1)[0], recursive=True)
     with fs.open_output_stream(f"{path}/{filename}") as stream:
         stream.write(text.encode())
+
+
+def open_storage(location: str):
+    """An Optuna storage: an RDB URL (scheme://...) or a journal file path. A database that cannot be
+    reached, or whose driver is not installed (psycopg2 for postgresql://), is a StudyError."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from ratiotune.core.study import StudyError
+
+    try:
+        if "://" in location:
+            return optuna.storages.RDBStorage(location)
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(location))
+    except (ImportError, OSError, ValueError, RuntimeError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise StudyError(f"Optuna storage {location}: cannot open it ({message})") from None
+
+
+def read_record(experiment_dir: Path) -> tuple[str, str] | None:
+    """(storage location, study name) of an experiment folder, or None when it has no Optuna storage."""
+    path = experiment_dir / OPTUNA_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    location = record["storage"]
+    if "://" not in location and not Path(location).is_absolute():
+        location = str(experiment_dir / location)
+    return location, record["study_name"]

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from ratiotune.search.optuna_study import OPTUNA_FILE, open_storage, read_record
+from ratiotune.core.storage import OPTUNA_FILE, open_storage, read_record
 from ratiotune.core.study import StudyError
 
 

@@ -7,6 +7,7 @@
     exp.curves             # one row per trial per epoch: every metric the trial reported
     exp.ranked("system/epoch_seconds")   # trials ranked by any metric, in that metric's own direction
     exp.recommended()      # what `ratiotune best` prints: the verdict, config, figures, agent paths
+    exp.diagnostics()      # what `ratiotune report` warns about: importance, the winner against the noise, warnings
     exp.race_runs()        # the race's runs: config, seed, final figures, collapsed
     exp.retrain_runs()     # `ratiotune retrain`'s runs, when it has run
     exp.optuna_study()     # the search's Optuna study (a read-only copy): trials_dataframe(), visualization
@@ -70,6 +71,15 @@ class ExperimentFrames:
         from ratiotune.results.recommended import recommended
 
         return recommended(self._experiment())
+
+    def diagnostics(self, metric: str | None = None, mode: str | None = None):
+        """What `ratiotune report` says beyond the tables (results/diagnostics.py): hyperparameter importance,
+        whether the top trial leads the runner-up by more than the noise, and the report's warnings, for the
+        trials ranked by `metric` (default: rank_metric, in rank_mode unless `mode` says otherwise)."""
+        from ratiotune.results.diagnostics import diagnose
+
+        metric = metric or self.rank_metric
+        return diagnose(self._experiment(), metric, mode or (self.rank_mode if metric == self.rank_metric else None))
 
     def race_runs(self) -> pd.DataFrame:
         """Every run the race trained, one row each: round folder, phase ("selection": the paired rounds
@@ -145,7 +155,7 @@ class ExperimentFrames:
         it reaches the folder. StudyError when the search kept no Optuna study (PBT, nothing searched)."""
         import optuna
 
-        from ratiotune.search.optuna_study import open_storage, read_record
+        from ratiotune.core.storage import open_storage, read_record
 
         record = read_record(self.path)
         if record is None:

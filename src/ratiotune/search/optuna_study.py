@@ -6,7 +6,7 @@ study can be watched while it runs. By default the storage is a journal file in 
 experiment folder (JOURNAL_FILE: one append-only file, safe for several processes, nothing to
 set up); `search.optuna_storage` names any Optuna RDB URL instead (sqlite:///studies.db, a
 team's PostgreSQL). The study's name is the experiment's. OPTUNA_FILE records where the study
-is, so `dashboard` finds it without unpickling anything.
+is, so `dashboard` finds it without unpickling anything (core/storage.py reads it and opens the storage).
 
 StoredOptunaSearch fixes what Ray's OptunaSearch gets wrong once the storage outlives the driver:
 - states that mean what they say: COMPLETE for a trial that trained all its epochs, PRUNED for
@@ -31,7 +31,8 @@ from typing import Any
 
 from ray.tune.search.optuna import OptunaSearch
 
-OPTUNA_FILE = "optuna.json"
+from ratiotune.core.storage import OPTUNA_FILE, open_storage, read_record
+
 JOURNAL_FILE = "optuna.journal"
 
 
@@ -51,23 +52,6 @@ def storage_location(optuna_storage: str | None, experiment_dir: Path | str) -> 
     return str(Path(experiment_dir) / JOURNAL_FILE)
 
 
-def open_storage(location: str):
-    """An Optuna storage: an RDB URL (scheme://...) or a journal file path. A database that cannot be
-    reached, or whose driver is not installed (psycopg2 for postgresql://), is a StudyError."""
-    import optuna
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from ratiotune.core.study import StudyError
-
-    try:
-        if "://" in location:
-            return optuna.storages.RDBStorage(location)
-        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(location))
-    except (ImportError, OSError, ValueError, RuntimeError, SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StudyError(f"Optuna storage {location}: cannot open it ({message})") from None
-
-
 def study_exists(location: str, study_name: str) -> bool:
     import optuna
 
@@ -81,18 +65,6 @@ def write_record(experiment_dir: Path, location: str, study_name: str) -> None:
     inside = Path(location).parent == experiment_dir if "://" not in location else False
     record = {"storage": Path(location).name if inside else location, "study_name": study_name}
     (experiment_dir / OPTUNA_FILE).write_text(json.dumps(record, indent=2) + "\n")
-
-
-def read_record(experiment_dir: Path) -> tuple[str, str] | None:
-    """(storage location, study name) of an experiment folder, or None when it has no Optuna storage."""
-    path = experiment_dir / OPTUNA_FILE
-    if not path.is_file():
-        return None
-    record = json.loads(path.read_text())
-    location = record["storage"]
-    if "://" not in location and not Path(location).is_absolute():
-        location = str(experiment_dir / location)
-    return location, record["study_name"]
 
 
 def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) -> None:
