@@ -27,8 +27,10 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     columns = [*exp.hyperparameters, "status", "epochs", "objective"]
-    print(f"{exp.name}: {len(exp.trials)} trials ranked by {exp.rank_metric} ({exp.rank_mode}; objective = its "
-          "mean over each trial's last search.objective_window epochs)")
+    print(
+        f"{exp.name}: {len(exp.trials)} trials ranked by {exp.rank_metric} ({exp.rank_mode}; objective = its "
+        "mean over each trial's last search.objective_window epochs)"
+    )
     print(exp.trials[columns].head(args.top).to_string())
     print(f"report: {report}")
     return 0

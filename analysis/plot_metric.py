@@ -34,8 +34,13 @@ def main(argv=None) -> int:
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for trial in wide.columns:
         series = wide[trial].dropna()
-        ax.plot(series.index, series.values, alpha=0.9 if trial in top else 0.3, lw=2 if trial in top else 1,
-                label=trial if trial in top else None)
+        ax.plot(
+            series.index,
+            series.values,
+            alpha=0.9 if trial in top else 0.3,
+            lw=2 if trial in top else 1,
+            label=trial if trial in top else None,
+        )
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric)
     ax.set_title(exp.path.name)

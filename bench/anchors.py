@@ -102,8 +102,11 @@ def objective_at(run: simulate.Run, epochs: int, window: int = WINDOW) -> float:
 
 
 def config_of(values: dict[str, Any]) -> dict[str, Any]:
-    return {"learning_rate": float(values["learning_rate"]), "num_generations": int(values["num_generations"]),
-            "max_new_tokens": int(values["max_new_tokens"])}
+    return {
+        "learning_rate": float(values["learning_rate"]),
+        "num_generations": int(values["num_generations"]),
+        "max_new_tokens": int(values["max_new_tokens"]),
+    }
 
 
 def tag(config: dict[str, Any]) -> str:
@@ -130,11 +133,13 @@ def config_space(table: Table, seed: int):
 
     s = space(table)
     cs = ConfigurationSpace(seed=seed)
-    cs.add([
-        Float("learning_rate", (s["learning_rate"]["low"], s["learning_rate"]["high"]), log=True),
-        Categorical("num_generations", list(s["num_generations"]["values"])),
-        Categorical("max_new_tokens", list(s["max_new_tokens"]["values"])),
-    ])
+    cs.add(
+        [
+            Float("learning_rate", (s["learning_rate"]["low"], s["learning_rate"]["high"]), log=True),
+            Categorical("num_generations", list(s["num_generations"]["values"])),
+            Categorical("max_new_tokens", list(s["max_new_tokens"]["values"])),
+        ]
+    )
     return cs
 
 
@@ -192,13 +197,22 @@ def smac_anchor(kind: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
 
         with tempfile.TemporaryDirectory() as out:
             if kind == "hb":
-                scenario = Scenario(cs, deterministic=False, n_trials=box.budget // 4, min_budget=4, max_budget=table.epochs,
-                                    seed=seed, output_directory=Path(out) / "smac")
-                smac = MultiFidelityFacade(scenario, target, intensifier=Hyperband(scenario, eta=3),
-                                           overwrite=True, logging_level=logging.ERROR)
+                scenario = Scenario(
+                    cs,
+                    deterministic=False,
+                    n_trials=box.budget // 4,
+                    min_budget=4,
+                    max_budget=table.epochs,
+                    seed=seed,
+                    output_directory=Path(out) / "smac",
+                )
+                smac = MultiFidelityFacade(
+                    scenario, target, intensifier=Hyperband(scenario, eta=3), overwrite=True, logging_level=logging.ERROR
+                )
             else:
-                scenario = Scenario(cs, deterministic=False, n_trials=box.budget // table.epochs, seed=seed,
-                                    output_directory=Path(out) / "smac")
+                scenario = Scenario(
+                    cs, deterministic=False, n_trials=box.budget // table.epochs, seed=seed, output_directory=Path(out) / "smac"
+                )
                 smac = HyperparameterOptimizationFacade(scenario, target, overwrite=True, logging_level=logging.ERROR)
             while True:
                 info = smac.ask()
@@ -289,15 +303,32 @@ def syne_anchor(kind: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
 
         blackbox = TableBlackbox()
         backend = Backend(blackbox=blackbox, elapsed_time_attr="elapsed")
-        common = dict(config_space=config_space, metric="objective", time_attr="epoch", max_t=epochs, do_minimize=False,
-                      random_seed=seed, grace_period=4, reduction_factor=3)
+        common = dict(
+            config_space=config_space,
+            metric="objective",
+            time_attr="epoch",
+            max_t=epochs,
+            do_minimize=False,
+            random_seed=seed,
+            grace_period=4,
+            reduction_factor=3,
+        )
         scheduler = ASHA(**common) if kind == "asha" else BOHB(**common)
         ledger = Ledger()
         with tempfile.TemporaryDirectory() as out:
             os.environ["SYNETUNE_FOLDER"] = out
-            tuner = Tuner(trial_backend=backend, scheduler=scheduler, stop_criterion=lambda status: box.spent >= box.budget,
-                          n_workers=2, sleep_time=0, callbacks=[SimulatorCallback(), ledger], save_tuner=False,
-                          results_update_interval=1e9, print_update_interval=1e9, tuner_name=f"anchor-{kind}-{seed}")
+            tuner = Tuner(
+                trial_backend=backend,
+                scheduler=scheduler,
+                stop_criterion=lambda status: box.spent >= box.budget,
+                n_workers=2,
+                sleep_time=0,
+                callbacks=[SimulatorCallback(), ledger],
+                save_tuner=False,
+                results_update_interval=1e9,
+                print_update_interval=1e9,
+                tuner_name=f"anchor-{kind}-{seed}",
+            )
             with contextlib.redirect_stdout(io.StringIO()):  # the tuner prints its status table
                 tuner.run()
         return max(ledger.reports, key=lambda r: r[0])[1]
@@ -325,8 +356,13 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
 
     if not ray.is_initialized():
         # Trial actors unpickle the trainable, which refers to this module and simulate.py: both in bench/.
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}})
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}},
+        )
     cs = config_space(table, seed)
 
     class TableTrainable(tune.Trainable):
@@ -367,12 +403,21 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
         tuner = tune.Tuner(
             tune.with_parameters(TableTrainable, table=table, study_seed=seed),
             tune_config=tune.TuneConfig(
-                metric="objective", mode="max", num_samples=box.budget,  # the budget, not num_samples, ends the study
+                metric="objective",
+                mode="max",
+                num_samples=box.budget,  # the budget, not num_samples, ends the study
                 search_alg=TuneBOHB(space=cs, metric="objective", mode="max", seed=seed),
                 scheduler=HyperBandForBOHB(time_attr="training_iteration", max_t=table.epochs, reduction_factor=3),
-                max_concurrent_trials=2),
-            run_config=tune.RunConfig(storage_path=out, name=f"bohb-{seed}", stop=Budget(), callbacks=[Ledger()],
-                                      verbose=0, checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=0)),
+                max_concurrent_trials=2,
+            ),
+            run_config=tune.RunConfig(
+                storage_path=out,
+                name=f"bohb-{seed}",
+                stop=Budget(),
+                callbacks=[Ledger()],
+                verbose=0,
+                checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=0),
+            ),
         )
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             tuner.fit()
@@ -383,13 +428,31 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
 
 
 ANCHORS: dict[str, tuple[Callable[[Table, int, Blackbox], dict[str, Any]], str]] = {
-    "optuna-tpe": (optuna_anchor("tpe"), "Optuna TPESampler at its defaults (10 random start-up trials), 20 full-length trials, ask/tell; best trial ships"),
-    "optuna-gp": (optuna_anchor("gp"), "Optuna GPSampler at its defaults (10 random start-up trials), 20 full-length trials, ask/tell; best trial ships"),
-    "smac-hb": (smac_anchor("hb"), "SMAC3 MultiFidelityFacade + Hyperband (eta 3, budgets 4 and 12 epochs), non-deterministic; its incumbent ships"),
-    "smac-bo": (smac_anchor("bo"), "SMAC3 HyperparameterOptimizationFacade + its Intensifier (incumbent gains seeds, up to 3), full-length runs; its incumbent ships"),
+    "optuna-tpe": (
+        optuna_anchor("tpe"),
+        "Optuna TPESampler at its defaults (10 random start-up trials), 20 full-length trials, ask/tell; best trial ships",
+    ),
+    "optuna-gp": (
+        optuna_anchor("gp"),
+        "Optuna GPSampler at its defaults (10 random start-up trials), 20 full-length trials, ask/tell; best trial ships",
+    ),
+    "smac-hb": (
+        smac_anchor("hb"),
+        "SMAC3 MultiFidelityFacade + Hyperband (eta 3, budgets 4 and 12 epochs), non-deterministic; its incumbent ships",
+    ),
+    "smac-bo": (
+        smac_anchor("bo"),
+        "SMAC3 HyperparameterOptimizationFacade + its Intensifier (incumbent gains seeds, up to 3), full-length runs; its incumbent ships",
+    ),
     "syne-asha": (syne_anchor("asha"), "Syne Tune ASHA (grace 4, reduction 3), simulated back end, 2 workers; best report ships"),
-    "syne-bohb": (syne_anchor("bohb"), "Syne Tune BOHB (ASHA + KDE searcher, grace 4, reduction 3), simulated back end, 2 workers; best report ships"),
-    "ray-bohb": (ray_bohb, "Ray Tune HyperBandForBOHB + TuneBOHB (max_t 12, reduction 3), 2 concurrent trials; best report ships"),
+    "syne-bohb": (
+        syne_anchor("bohb"),
+        "Syne Tune BOHB (ASHA + KDE searcher, grace 4, reduction 3), simulated back end, 2 workers; best report ships",
+    ),
+    "ray-bohb": (
+        ray_bohb,
+        "Ray Tune HyperBandForBOHB + TuneBOHB (max_t 12, reduction 3), 2 concurrent trials; best report ships",
+    ),
 }
 # bench/simulate.py's designs every anchor is held against, for the same study seeds.
 REFERENCES = ("random", "random-objective")
@@ -403,9 +466,20 @@ def study_record(name: str, table: Table, study_seed: int, budget: int = BUDGET)
     config = ANCHORS[name][0](table, study_seed, box)
     key = table.point(config)
     true = table.true_value(key)
-    return {"design": name, "study": study_seed, "shipped": key, "config": config, "true": true,
-            "ratio": true / table.best_value, "trial_epochs": box.spent, "evaluations": box.evaluations,
-            "passed_gate": None, "looks": 0, "fallbacks": 0, "sampled_best": table.best_key in box.sampled}
+    return {
+        "design": name,
+        "study": study_seed,
+        "shipped": key,
+        "config": config,
+        "true": true,
+        "ratio": true / table.best_value,
+        "trial_epochs": box.spent,
+        "evaluations": box.evaluations,
+        "passed_gate": None,
+        "looks": 0,
+        "fallbacks": 0,
+        "sampled_best": table.best_key in box.sampled,
+    }
 
 
 def _job(args: tuple[str, Path, int, int]) -> tuple[str, list[dict[str, Any]], float]:
@@ -446,8 +520,15 @@ def _quiet_worker() -> None:
         pass
 
 
-def run_all(names: list[str], table_path: Path, studies: dict[str, int], jobs: int, chunk: int = 10,
-            cache: Path | None = None, offset: int = 1000) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float], list[str]]:
+def run_all(
+    names: list[str],
+    table_path: Path,
+    studies: dict[str, int],
+    jobs: int,
+    chunk: int = 10,
+    cache: Path | None = None,
+    offset: int = 1000,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, float], list[str]]:
     """Every anchor's studies (study seeds offset..offset+n-1, the same seeds as random's), in chunks over `jobs`
     processes. cache: a folder where each finished anchor's records are kept (a rerun reads them)."""
     import multiprocessing
@@ -485,8 +566,10 @@ def run_all(names: list[str], table_path: Path, studies: dict[str, int], jobs: i
 def anchor_line(name: str, records: list[dict[str, Any]], reference: list[dict[str, Any]]) -> str:
     s = simulate.summarize(records)
     d, lo, hi = simulate.paired_difference(records, reference)
-    return (f"anchor {name}: median {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}], >= 85% of best in {s['share_85']:.0%}, "
-            f"vs random {d:+.3f} [{lo:+.3f}, {hi:+.3f}] at {s['trial_epochs']:.0f} trial-epochs")
+    return (
+        f"anchor {name}: median {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}], >= 85% of best in {s['share_85']:.0%}, "
+        f"vs random {d:+.3f} [{lo:+.3f}, {hi:+.3f}] at {s['trial_epochs']:.0f} trial-epochs"
+    )
 
 
 def markdown(table: Table, results: dict[str, list[dict[str, Any]]], seconds: dict[str, float]) -> str:
@@ -512,11 +595,16 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], seconds: di
         lines.append(
             f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {diff} | {simulate.pct(s['share_85'])} | "
             f"{simulate.pct(s['sampled_best'])} | {s['trial_epochs']:.0f} / {s['trial_epochs_mean']:.0f} ({s['trial_epochs_max']}) | "
-            f"{evaluations} | {seconds[name]:.0f} |")
-    lines += ["", "Anchors:", "",
-              "- **random**: bench/simulate.py's `random` design, the reference: 20 random full-length trials, the best single epoch ships",
-              "- **random-objective**: its `random-objective` design: 20 full-length trials, smoke's baseline first and 19 random, "
-              "the best trailing-mean objective ships (the rule the anchors ship by: an anchor's gain over this row is its search's)"]
+            f"{evaluations} | {seconds[name]:.0f} |"
+        )
+    lines += [
+        "",
+        "Anchors:",
+        "",
+        "- **random**: bench/simulate.py's `random` design, the reference: 20 random full-length trials, the best single epoch ships",
+        "- **random-objective**: its `random-objective` design: 20 full-length trials, smoke's baseline first and 19 random, "
+        "the best trailing-mean objective ships (the rule the anchors ship by: an anchor's gain over this row is its search's)",
+    ]
     for name in results:
         if name not in REFERENCES:
             lines.append(f"- **{name}**: {ANCHORS[name][1]}")
@@ -527,7 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--table", type=Path, default=simulate.TABLE)
     parser.add_argument("--studies", type=int, default=200, help="simulated studies per anchor (default 200)")
-    parser.add_argument("--ray-studies", type=int, help="studies for ray-bohb (a real Ray Tune run per study: slow); default --studies")
+    parser.add_argument(
+        "--ray-studies", type=int, help="studies for ray-bohb (a real Ray Tune run per study: slow); default --studies"
+    )
     parser.add_argument("--anchors", help=f"comma-separated, default all: {', '.join(ANCHORS)}")
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--cache", type=Path, help="folder keeping each finished anchor's records (a rerun reads them)")
@@ -550,8 +640,13 @@ def main(argv: list[str] | None = None) -> int:
     wall = (time.perf_counter() - started) / 60
     command = "python bench/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     reused = f"; {', '.join(cached)} read from --cache, computed by an earlier run" if cached else ""
-    text = (f"`{command.strip()}` ({wall:.1f} min wall on 2 shared cores{reused}; process-seconds per anchor in the table)\n\n"
-            + markdown(table, results, seconds) + "\n```\n" + "\n".join(lines) + "\n```\n")
+    text = (
+        f"`{command.strip()}` ({wall:.1f} min wall on 2 shared cores{reused}; process-seconds per anchor in the table)\n\n"
+        + markdown(table, results, seconds)
+        + "\n```\n"
+        + "\n".join(lines)
+        + "\n```\n"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print("\n".join(lines))

@@ -30,7 +30,15 @@ def sync(device: str) -> None:
 
 
 def decode_speed(
-    model, tokenizer, *, device: str, dtype, rows: int, tokens: int, repeats: int, backend: str = "inductor",
+    model,
+    tokenizer,
+    *,
+    device: str,
+    dtype,
+    rows: int,
+    tokens: int,
+    repeats: int,
+    backend: str = "inductor",
     modes: tuple[str, ...] = MODES,
 ) -> list[dict]:
     """Median ms per decode step of each mode over `repeats` interleaved calls (after one warm-up call each).
@@ -58,7 +66,10 @@ def decode_speed(
             try:
                 sync(device)
                 start = time.perf_counter()
-                with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype != torch.float32):
+                with (
+                    torch.inference_mode(),
+                    torch.autocast(torch.device(device).type, dtype=dtype, enabled=dtype != torch.float32),
+                ):
                     out = decodings[mode].decoder().generate(
                         **prompt, do_sample=True, temperature=0.6, top_p=0.6, max_new_tokens=tokens, min_new_tokens=tokens,
                         num_return_sequences=rows, pad_token_id=tokenizer.pad_token_id, **extra,

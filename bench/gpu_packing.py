@@ -50,14 +50,28 @@ def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path, gpu: f
         {
             "name": f"pack{packing}" + (f"-gpu{gpu:g}" if gpu else ""),
             "model": {"name": args.model},
-            "task": {"train_prompts": str(prompt_dir / "train.txt"), "eval_prompts": str(prompt_dir / "eval.txt"),
-                     "eval_samples_per_prompt": 2},
-            "train": {"epochs": args.epochs, "num_generations": args.num_generations,
-                      "max_new_tokens": args.max_new_tokens, "learning_rate": 1e-5},
-            "search": {"num_samples": packing, "max_concurrent_trials": packing, "scheduler": {"type": "fifo"},
-                       "max_failures": 0},
+            "task": {
+                "train_prompts": str(prompt_dir / "train.txt"),
+                "eval_prompts": str(prompt_dir / "eval.txt"),
+                "eval_samples_per_prompt": 2,
+            },
+            "train": {
+                "epochs": args.epochs,
+                "num_generations": args.num_generations,
+                "max_new_tokens": args.max_new_tokens,
+                "learning_rate": 1e-5,
+            },
+            "search": {
+                "num_samples": packing,
+                "max_concurrent_trials": packing,
+                "scheduler": {"type": "fifo"},
+                "max_failures": 0,
+            },
             # Ray packs 1/gpu trials per GPU; the CPUs are split so CPU never limits the packing.
-            "resources": {"cpu": min(1.0, cpus / packing) if args.dry_run else max(1, cpus // packing), "gpu": gpu or 1 / packing},
+            "resources": {
+                "cpu": min(1.0, cpus / packing) if args.dry_run else max(1, cpus // packing),
+                "gpu": gpu or 1 / packing,
+            },
         }
     )
 
@@ -120,10 +134,19 @@ def bench_trainable(config: dict, study: Study, dry_run: bool) -> None:
         else:  # host peak RSS (kB on Linux), only so the dry run's column is not empty
             allocated = reserved = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
             process, device_used = None, None
-        tune.report({"epoch": trial.epoch, "epoch_seconds": metrics["system/epoch_seconds"],
-                     "eval_seconds": metrics["system/eval_seconds"], "peak_allocated_gib": allocated,
-                     "peak_reserved_gib": reserved, "process_gib": process, "device_used_gib": device_used,
-                     "start": start, "end": time.time()})
+        tune.report(
+            {
+                "epoch": trial.epoch,
+                "epoch_seconds": metrics["system/epoch_seconds"],
+                "eval_seconds": metrics["system/eval_seconds"],
+                "peak_allocated_gib": allocated,
+                "peak_reserved_gib": reserved,
+                "process_gib": process,
+                "device_used_gib": device_used,
+                "start": start,
+                "end": time.time(),
+            }
+        )
 
 
 def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: float | None = None) -> dict:
@@ -138,8 +161,9 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
         trainable,
         param_space={"seed": tune.grid_search(list(range(packing)))},
         tune_config=tune.TuneConfig(max_concurrent_trials=packing),
-        run_config=tune.RunConfig(name=study.name, storage_path=str(workdir / "ray"), verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+        run_config=tune.RunConfig(
+            name=study.name, storage_path=str(workdir / "ray"), verbose=0, failure_config=tune.FailureConfig(max_failures=0)
+        ),
     )
     grid = tuner.fit()
     if grid.errors:
@@ -170,7 +194,9 @@ def run_packing(args: argparse.Namespace, packing: int, workdir: Path, gpu: floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="builtin:tiny on CPU with one logical GPU: checks the bench, not the GPU")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="builtin:tiny on CPU with one logical GPU: checks the bench, not the GPU"
+    )
     parser.add_argument("--packings", default="1,2,4,8", help="trials per GPU to compare (default: 1,2,4,8)")
     parser.add_argument("--model", help="default: builtin:qwen2.5-0.5b-shape (builtin:tiny with --dry-run)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs per trial; the first is not timed when there are more")
@@ -195,8 +221,11 @@ def main() -> None:
         ray.init(address="local", include_dashboard=False, logging_level="WARNING")
         props = torch.cuda.get_device_properties(0)
         gpu = f"{props.name}, {props.total_memory / GIB:.0f} GiB"
-    print(f"{args.model}, {args.epochs} epochs x {args.prompts} prompts, num_generations {args.num_generations}, "
-          f"max_new_tokens {args.max_new_tokens}, on {gpu}", flush=True)
+    print(
+        f"{args.model}, {args.epochs} epochs x {args.prompts} prompts, num_generations {args.num_generations}, "
+        f"max_new_tokens {args.max_new_tokens}, on {gpu}",
+        flush=True,
+    )
 
     began = time.time()
     rows = []
@@ -205,15 +234,19 @@ def main() -> None:
             rows.append(run_packing(args, packing, Path(tmp)))
             print(f"  packing {packing} done ({rows[-1]['wall_s']:.0f} s)", flush=True)
     base = rows[0]["trials_per_gpu_hour"]
-    print("\n| trials/GPU | ran at once | epoch s/trial (median) | trials/GPU-hour | vs 1st row | "
-          "peak alloc GiB/trial | peak reserved GiB/trial | driver GiB/trial | estimate GiB/trial |")
+    print(
+        "\n| trials/GPU | ran at once | epoch s/trial (median) | trials/GPU-hour | vs 1st row | "
+        "peak alloc GiB/trial | peak reserved GiB/trial | driver GiB/trial | estimate GiB/trial |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         # The driver's figure: this trial's process (NVML / nvidia-smi), else the whole GPU / trials at once.
         driver = r["process_gib"] or (r["device_used_gib"] / r["at_once"] if r["device_used_gib"] else None)
-        print(f"| {r['packing']} | {r['at_once']} | {r['epoch_s']:.1f} | {r['trials_per_gpu_hour']:.0f} | "
-              f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | "
-              f"{'n/a' if driver is None else f'{driver:.2f}'} | {r['estimate_gib']:.2f} |")
+        print(
+            f"| {r['packing']} | {r['at_once']} | {r['epoch_s']:.1f} | {r['trials_per_gpu_hour']:.0f} | "
+            f"{r['trials_per_gpu_hour'] / base:.2f}x | {r['allocated_gib']:.2f} | {r['reserved_gib']:.2f} | "
+            f"{'n/a' if driver is None else f'{driver:.2f}'} | {r['estimate_gib']:.2f} |"
+        )
     print(f"\ntotal {time.time() - began:.0f} s")
     ray.shutdown()
 

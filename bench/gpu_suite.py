@@ -340,7 +340,7 @@ def section_steps(sizes: dict, device: str, partial: Partial) -> dict:
 
     def eager_logits():
         with torch.no_grad(), probe.autocast():
-            return copy_(input_ids=last.sequences.clone()).logits[:, n : -1].float()
+            return copy_(input_ids=last.sequences.clone()).logits[:, n:-1].float()
 
     current = eager_logits()
     with torch.no_grad():
@@ -465,7 +465,9 @@ def section_packing(sizes: dict, device: str, partial: Partial) -> dict:
             try:
                 rows.append(gpu_packing.run_packing(args, n, Path(tmp)))
             except (Exception, SystemExit) as exc:  # noqa: BLE001  (8 per GPU may not fit: that is a result too)
-                rows.append({"packing": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"})
+                rows.append(
+                    {"packing": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+                )
             partial.update(rows=rows)
     return {"rows": rows}
 

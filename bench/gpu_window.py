@@ -193,7 +193,9 @@ def section_packing(sizes: dict, device: str, partial: Partial) -> dict:
                 try:
                     rows.append(gpu_packing.run_packing(args, n, Path(tmp)))
                 except (Exception, SystemExit) as exc:  # noqa: BLE001  (an out-of-memory is a result too)
-                    rows.append({"packing": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"})
+                    rows.append(
+                        {"packing": n, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+                    )
                 partial.update(rows=rows)
     finally:
         ray.shutdown()
@@ -220,7 +222,9 @@ def section_search(sizes: dict, device: str, partial: Partial) -> dict:
         start = time.perf_counter()
         search = subprocess.run(command, env=env, capture_output=True, text=True)
         search_s = time.perf_counter() - start
-        partial.update(search_exit=search.returncode, search_s=search_s, search_tail=search.stdout[-1500:] + search.stderr[-1500:])
+        partial.update(
+            search_exit=search.returncode, search_s=search_s, search_tail=search.stdout[-1500:] + search.stderr[-1500:]
+        )
         best = subprocess.run([sys.executable, "-m", "ratiotune", "best", str(Path(tmp) / "window")], env=env,
                               capture_output=True, text=True)  # fmt: skip
         experiment = load_experiment(Path(tmp) / "window")
@@ -309,7 +313,6 @@ def section_checkpoint(sizes: dict, device: str, partial: Partial) -> dict:
 
 def section_profile(sizes: dict, device: str, partial: Partial) -> dict:
     """torch.profiler over one compiled generate() of `profile_steps` steps: GPU-busy vs wall time per step."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
 
     probe = gpu_suite.Probe({**sizes, "tokens": sizes["profile_steps"]}, device)
@@ -329,7 +332,11 @@ def section_profile(sizes: dict, device: str, partial: Partial) -> dict:
     events = prof.key_averages()
     # Kernel records only (CPU operators also carry the device time of what they launched: no double count).
     kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-    gpu_us = sum(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0) for e in kernels) if on_cuda else None
+    gpu_us = (
+        sum(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0) for e in kernels)
+        if on_cuda
+        else None
+    )
     host = sorted((e for e in events if e.device_type == DeviceType.CPU), key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
     trace = Path(os.environ.get("GPU_SUITE_OUT", "gpu_window.jsonl")).with_name("gpu_window_profile.json")
     try:
@@ -490,7 +497,9 @@ def section_text(name: str, row: dict) -> str | None:
             if "error" in r:
                 parts.append(f"{r['packing']}/GPU: {r['error']}")
                 continue
-            memory = f(r.get("process_gib")) if r.get("process_gib") else f"{f(r.get('device_used_per_trial_gib'))} (device/at once)"
+            memory = (
+                f(r.get("process_gib")) if r.get("process_gib") else f"{f(r.get('device_used_per_trial_gib'))} (device/at once)"
+            )
             parts.append(f"{r['packing']}/GPU: {r['at_once']} at once, {f(r['trials_per_gpu_hour'], '.0f')} trials/GPU-h "
                          f"({f(r.get('vs_one_per_gpu'))}x), epoch {f(r['epoch_s'], '.1f')} s, driver {memory} GiB/trial, "
                          f"reserved {f(r['reserved_gib'])} vs estimate {f(r['estimate_gib'])} GiB")  # fmt: skip
@@ -548,7 +557,9 @@ def main() -> None:
     if not args.dry_run and not torch.cuda.is_available():
         sys.exit("gpu_window: no CUDA device here; run with --dry-run to check the window on CPU")
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("optuna") is None:
-        sys.exit("gpu_window: Ray and optuna must be importable (bench/gpu_wheels.sh builds them; install them into a --target folder on PYTHONPATH)")
+        sys.exit(
+            "gpu_window: Ray and optuna must be importable (bench/gpu_wheels.sh builds them; install them into a --target folder on PYTHONPATH)"
+        )
     device = "cpu" if args.dry_run else "cuda:0"
     only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))
     needs = {k: float(v) for k, v in (item.split("=") for item in filter(None, args.need.split(",")))}

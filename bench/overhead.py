@@ -61,8 +61,13 @@ def run_direct(study) -> dict:
             trial.save(Path(tmp) / f"epoch-{trial.epoch}", metrics)
             t2 = time.perf_counter()
             epochs.append(
-                {"train": metrics["system/epoch_seconds"], "eval": metrics["system/eval_seconds"],
-                 "run_epoch": t1 - t0, "save": t2 - t1, "total": t2 - t0}
+                {
+                    "train": metrics["system/epoch_seconds"],
+                    "eval": metrics["system/eval_seconds"],
+                    "run_epoch": t1 - t0,
+                    "save": t2 - t1,
+                    "total": t2 - t0,
+                }
             )
     del trial, torch
     return {"setup": setup, "epochs": epochs}
@@ -121,8 +126,10 @@ def main() -> None:
     d_setup = statistics.median(run["setup"] for run in direct)
     r_setup = statistics.median(run["setup"] for run in tuned)
     n = args.epochs
-    print(f"\nmedian seconds per epoch over {args.repeats} interleaved pairs x {n} epochs "
-          f"(config {CONFIG}, smoke task, builtin:tiny):")
+    print(
+        f"\nmedian seconds per epoch over {args.repeats} interleaved pairs x {n} epochs "
+        f"(config {CONFIG}, smoke task, builtin:tiny):"
+    )
     print("| | direct (Trial in-process) | Ray Tune trial |")
     print("|---|---|---|")
     print(f"| training (trainer.run_epoch) | {d_train:.2f} | {r_train:.2f} |")

@@ -171,11 +171,19 @@ def table_value(sim, table, config: dict) -> float:
 def predicted(sim, table, studies: int = 600, first: int = 1000) -> dict:
     """The simulator's prediction for the shipped design: each simulated study's shipped table value and compute."""
     records = sim.simulate_design(sim.Design("shipped"), table, studies, first)
-    values = [sum(w * table.mean(key) for key, w in r["shipped"]) if isinstance(r["shipped"][0], tuple)
-              else table.mean(r["shipped"]) for r in records]
+    values = [
+        sum(w * table.mean(key) for key, w in r["shipped"]) if isinstance(r["shipped"][0], tuple) else table.mean(r["shipped"])
+        for r in records
+    ]
     best = max(table.mean(k) for k in table.keys)
-    return {"values": values, "best": best, "share_85": statistics.fmean(v >= 0.85 * best for v in values),
-            "trial_epochs": statistics.median(r["trial_epochs"] for r in records), "studies": studies, "first": first}
+    return {
+        "values": values,
+        "best": best,
+        "share_85": statistics.fmean(v >= 0.85 * best for v in values),
+        "trial_epochs": statistics.median(r["trial_epochs"] for r in records),
+        "studies": studies,
+        "first": first,
+    }
 
 
 def held_against(real: list[dict], prediction: dict) -> str:
@@ -187,18 +195,21 @@ def held_against(real: list[dict], prediction: dict) -> str:
     placed = [f"{r['table']:.3f} (percentile {100 * sum(v <= r['table'] for v in values) / n:.0f})" for r in real]
     hits = sum(r["table"] >= 0.85 * prediction["best"] for r in real)
     lo, hi = wilson(hits, len(real))
-    return (f"real vs simulated: the default shipped {', '.join(placed)} of the simulator's {n} studies "
-            f"(median {statistics.median(values):.3f}); >= 85% of the table's best ({prediction['best']:.3f}) in {hits} of "
-            f"{len(real)} real studies ({lo:.0%}-{hi:.0%}) vs {prediction['share_85']:.0%} simulated; trial-epochs "
-            f"{', '.join(str(r['trial_epochs']) for r in real)} vs a simulated median of {prediction['trial_epochs']:.0f}")
+    return (
+        f"real vs simulated: the default shipped {', '.join(placed)} of the simulator's {n} studies "
+        f"(median {statistics.median(values):.3f}); >= 85% of the table's best ({prediction['best']:.3f}) in {hits} of "
+        f"{len(real)} real studies ({lo:.0%}-{hi:.0%}) vs {prediction['share_85']:.0%} simulated; trial-epochs "
+        f"{', '.join(str(r['trial_epochs']) for r in real)} vs a simulated median of {prediction['trial_epochs']:.0f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # --quick is the real-run confirmation of docs/search-quality.md's simulated choice: a check that real
     # studies behave as the simulated ones, not the comparison itself (that needs hundreds of studies).
-    parser.add_argument("--quick", action="store_true",
-                        help="2 search seeds, shipped values from the table, no retrains (< 25 min on 2 cores)")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 search seeds, shipped values from the table, no retrains (< 25 min on 2 cores)"
+    )
     parser.add_argument("--seeds", type=int, help="search seeds per method (default 4; 2 with --quick)")
     parser.add_argument("--retrain-seeds", type=int, help="fresh seeds each winner is retrained on (default 6; 0 with --quick)")
     parser.add_argument("--epochs", type=int, help="epochs per trial (default smoke's, the table's: the simulated design)")
@@ -231,8 +242,14 @@ def main() -> None:
             random = run_random(seed, storage, epochs, budget=default["trial_epochs"])
             methods = {"default": default, "random": random}
             if seed == 0:
-                methods["seed-config"] = {"config": study.baseline(), "reported": None, "selection": None,
-                                          "recommended": None, "trial_epochs": 0, "wall_s": 0.0}
+                methods["seed-config"] = {
+                    "config": study.baseline(),
+                    "reported": None,
+                    "selection": None,
+                    "recommended": None,
+                    "trial_epochs": 0,
+                    "wall_s": 0.0,
+                }
             if seed == 0:  # first, so a default that keeps the baseline shares its runs
                 methods = {"seed-config": methods.pop("seed-config"), **methods}
             for method, result in methods.items():
@@ -243,19 +260,29 @@ def main() -> None:
                 looked_up = table_value(sim, table, result["config"])
                 value, per_seed = retrained[key] if retrain_seeds else (looked_up, [])
                 reported = result["reported"]
-                records.append({
-                    "method": method, "seed": seed, "shipped": value, "table": looked_up,
-                    "shipped_per_seed": per_seed, "retrain": ("shared" if shared else "own") if retrain_seeds else "none",
-                    "reported": reported,
-                    "optimism": None if reported is None else reported - value,
-                    "recommended": result["recommended"],
-                    "trial_epochs": result["trial_epochs"], "wall_s": round(result["wall_s"]),
-                    "config": {k: result["config"][k] for k in study.search.space},
-                })
+                records.append(
+                    {
+                        "method": method,
+                        "seed": seed,
+                        "shipped": value,
+                        "table": looked_up,
+                        "shipped_per_seed": per_seed,
+                        "retrain": ("shared" if shared else "own") if retrain_seeds else "none",
+                        "reported": reported,
+                        "optimism": None if reported is None else reported - value,
+                        "recommended": result["recommended"],
+                        "trial_epochs": result["trial_epochs"],
+                        "wall_s": round(result["wall_s"]),
+                        "config": {k: result["config"][k] for k in study.search.space},
+                    }
+                )
                 write_csv(out.with_suffix(".csv"), records)  # after every run: a kill keeps what was measured
-                print(f"[bench] {method} seed {seed}: shipped {value:.3f} reported "
-                      f"{'n/a' if reported is None else f'{reported:.3f}'} ({result['trial_epochs']} trial-epochs, "
-                      f"{result['wall_s']:.0f} s) config {records[-1]['config']}", flush=True)
+                print(
+                    f"[bench] {method} seed {seed}: shipped {value:.3f} reported "
+                    f"{'n/a' if reported is None else f'{reported:.3f}'} ({result['trial_epochs']} trial-epochs, "
+                    f"{result['wall_s']:.0f} s) config {records[-1]['config']}",
+                    flush=True,
+                )
     ray.shutdown()
     total = time.perf_counter() - started
 
@@ -289,13 +316,20 @@ def write_csv(path: Path, records: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         for record in records:
-            writer.writerow({k: yaml.safe_dump(v, default_flow_style=True).strip() if isinstance(v, (dict, list)) else v
-                             for k, v in record.items()})
+            writer.writerow(
+                {
+                    k: yaml.safe_dump(v, default_flow_style=True).strip() if isinstance(v, (dict, list)) else v
+                    for k, v in record.items()
+                }
+            )
 
 
 def markdown_table(records: list[dict], retrain_seeds: int) -> str:
-    shipped = (f"winner retrained on {retrain_seeds} fresh seeds, test prompts, final epoch" if retrain_seeds
-               else "the winner's value in the table (mean final test figure over all its seeds)")
+    shipped = (
+        f"winner retrained on {retrain_seeds} fresh seeds, test prompts, final epoch"
+        if retrain_seeds
+        else "the winner's value in the table (mean final test figure over all its seeds)"
+    )
     lines = [
         f"| method | shipped: {shipped} (mean ± sd over search seeds) | per search seed | reported | "
         "optimism (reported − shipped) | trial-epochs |",
@@ -307,8 +341,11 @@ def markdown_table(records: list[dict], retrain_seeds: int) -> str:
             continue
         per_seed = " / ".join(f"{r['shipped']:.3f}" for r in rs)
         reported = "n/a" if rs[0]["reported"] is None else f"{mean_of(records, method, 'reported'):.3f}"
-        optimism = "n/a" if rs[0]["optimism"] is None else (
-            f"{mean_of(records, method, 'optimism'):+.3f} ± {sd_of(records, method, 'optimism'):.3f}")
+        optimism = (
+            "n/a"
+            if rs[0]["optimism"] is None
+            else (f"{mean_of(records, method, 'optimism'):+.3f} ± {sd_of(records, method, 'optimism'):.3f}")
+        )
         epochs = "/".join(str(r["trial_epochs"]) for r in rs)
         lines.append(
             f"| {method} | {mean_of(records, method, 'shipped'):.3f} ± {sd_of(records, method, 'shipped'):.3f} "

@@ -48,8 +48,21 @@ def main() -> None:
             trial = Trial(study, {"learning_rate": lr, "num_generations": generations, "max_new_tokens": tokens}, seed=seed)
             curve = [round(trial.run_epoch()["eval/in_range_fraction"], 2) for _ in range(study.train.epochs)]
             test = trial.evaluate(args.test_pairs, design_prompts)["in_range_fraction"]
-            print(json.dumps({"lr": lr, "generations": generations, "tokens": tokens, "seed": seed, "prompts": args.prompts, "final": round(test, 3),
-                              "eval_curve": curve, "seconds": round(time.perf_counter() - start)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "lr": lr,
+                        "generations": generations,
+                        "tokens": tokens,
+                        "seed": seed,
+                        "prompts": args.prompts,
+                        "final": round(test, 3),
+                        "eval_curve": curve,
+                        "seconds": round(time.perf_counter() - start),
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

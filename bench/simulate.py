@@ -267,8 +267,15 @@ def simulate_search(study, draws: Draws) -> list[SimTrial]:
             ot_trial = ot.ask(fixed_distributions=distributions)
             config = study.hyperparameters(ot_trial.params)
             key = draws.point(config)
-            trial = SimTrial(len(trials), config, {n: config[n] for n in study.searched()}, key,
-                             draws.run(key, f"search/{len(trials)}"), ot_trial, started_at=now)
+            trial = SimTrial(
+                len(trials),
+                config,
+                {n: config[n] for n in study.searched()},
+                key,
+                draws.run(key, f"search/{len(trials)}"),
+                ot_trial,
+                started_at=now,
+            )
             scheduler.on_trial_add(None, trial.ray_trial)
             trials.append(trial)
             running += 1
@@ -313,8 +320,10 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
     epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
     baseline = study.baseline()
     baseline_searched = {n: study.hyperparameters(baseline)[n] for n in study.searched()} if baseline else None
-    clean = sorted((t for t in trials if not t.diverged and math.isfinite(t.objective)),
-                   key=lambda t: -t.objective if study.search.mode == "max" else t.objective)
+    clean = sorted(
+        (t for t in trials if not t.diverged and math.isfinite(t.objective)),
+        key=lambda t: -t.objective if study.search.mode == "max" else t.objective,
+    )
     ranked = [(t.name, t.searched) for t in clean]
     available = pick_contenders(ranked, baseline_searched, spec.top_k)
     search_epochs = sum(t.epoch for t in trials)
@@ -323,14 +332,24 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
     except PlanError:
         return {"refused": True}
     challengers = available[: plan.challengers]
-    runners_up = [n for n in pick_contenders(ranked, baseline_searched, len(challengers) + spec.fallbacks) if n not in challengers]
+    runners_up = [
+        n for n in pick_contenders(ranked, baseline_searched, len(challengers) + spec.fallbacks) if n not in challengers
+    ]
     keys = {t.name: t.key for t in clean}
     names = challengers
     if baseline:
         keys["baseline"] = draws.point(study.hyperparameters(baseline))
         names = ["baseline", *challengers]
-    race = Race(names, runners_up=runners_up, settings=spec, plan=plan, baseline="baseline" if baseline else None,
-                seed=lambda j: j, worst=0.0, mode=study.search.mode)
+    race = Race(
+        names,
+        runners_up=runners_up,
+        settings=spec,
+        plan=plan,
+        baseline="baseline" if baseline else None,
+        seed=lambda j: j,
+        worst=0.0,
+        mode=study.search.mode,
+    )
     while (stage := race.ask()) is not None:
         for request in stage.requests:
             run = draws.run(keys[request.contender], f"race/{request.contender}/{request.seed}")
@@ -378,12 +397,19 @@ def design_study(design: Design, study_seed: int, extra: tuple[str, ...] = (), s
     study = validate_study(raw, source=f"design {design.name}")
     # A design's race.* values are candidate defaults (RaceSpec's), not numbers a user set: the plan
     # may lower them to fit the budget, as it does for a study that leaves them out.
-    study.race.__pydantic_fields_set__.difference_update(o.split("=")[0].split(".")[1] for o in design.overrides if o.startswith("race."))
+    study.race.__pydantic_fields_set__.difference_update(
+        o.split("=")[0].split(".")[1] for o in design.overrides if o.startswith("race.")
+    )
     return study
 
 
-def simulate_study(design: Design, table: Table, study_seed: int, extra: tuple[str, ...] = (),
-                   point: Callable[[dict[str, Any]], Mix] | None = None) -> dict[str, Any]:
+def simulate_study(
+    design: Design,
+    table: Table,
+    study_seed: int,
+    extra: tuple[str, ...] = (),
+    point: Callable[[dict[str, Any]], Mix] | None = None,
+) -> dict[str, Any]:
     """One simulated study: search, then the design's pick; what it ships and what that is worth.
     extra: overrides on top of the design's (a baseline for --error-rates); point: another map from
     configs to grid points (the null study maps every config to one)."""
@@ -394,8 +420,14 @@ def simulate_study(design: Design, table: Table, study_seed: int, extra: tuple[s
     baseline = study.baseline()
     baseline_key = draws.point(study.hyperparameters(baseline)) if baseline else None
     clean = [t for t in trials if not t.diverged and math.isfinite(t.objective)]
-    record: dict[str, Any] = {"design": design.name, "study": study_seed, "passed_gate": None, "looks": 0,
-                              "fallbacks": 0, "sampled_best": any(nearest(t.key) == table.best_key for t in trials)}
+    record: dict[str, Any] = {
+        "design": design.name,
+        "study": study_seed,
+        "passed_gate": None,
+        "looks": 0,
+        "fallbacks": 0,
+        "sampled_best": any(nearest(t.key) == table.best_key for t in trials),
+    }
     shipped_values: list[float] | None = None
     if design.pick == "best-epoch":
         shipped = max(clean, key=lambda t: t.best_epoch_value).key
@@ -419,14 +451,21 @@ def simulate_study(design: Design, table: Table, study_seed: int, extra: tuple[s
             shipped_values, collapsed = confirmed["values"], confirmed["collapsed"]
             record.update(prediction_check(table, shipped, shipped_values, collapsed))
     true = table.true_value(shipped)
-    record.update({
-        "shipped": shipped, "true": true, "ratio": true / table.best_value, "trial_epochs": draws.epochs,
-        "search_epochs": sum(t.epoch for t in trials),
-        "worse_than_baseline": baseline_key is not None and shipped != baseline_key and true < table.true_value(baseline_key),
-        # In the world the race decides in (the draws' own means): what its error rate is about.
-        "worse_in_draws": baseline_key is not None and shipped != baseline_key and table.pool_value(shipped) < table.pool_value(baseline_key),
-        "confirmed_challenger": record["passed_gate"] is True and baseline_key is not None,
-    })
+    record.update(
+        {
+            "shipped": shipped,
+            "true": true,
+            "ratio": true / table.best_value,
+            "trial_epochs": draws.epochs,
+            "search_epochs": sum(t.epoch for t in trials),
+            "worse_than_baseline": baseline_key is not None and shipped != baseline_key and true < table.true_value(baseline_key),
+            # In the world the race decides in (the draws' own means): what its error rate is about.
+            "worse_in_draws": baseline_key is not None
+            and shipped != baseline_key
+            and table.pool_value(shipped) < table.pool_value(baseline_key),
+            "confirmed_challenger": record["passed_gate"] is True and baseline_key is not None,
+        }
+    )
     return record
 
 
@@ -462,43 +501,96 @@ def designs(budget: int, study: Path = SMOKE) -> list[Design]:
     name = Path(study).name
     generic = [
         Design("shipped", note=f"studies/{name} as it is in the repository"),
-        Design("random", (*random, "search.start_with_baseline=false"), pick="best-epoch",
-               note=f"today's practice: {random_trials} random full-length trials, the best single epoch ships, no race"),
-        Design("random-objective", random, pick="objective",
-               note=f"{random_trials} random full-length trials, the best trailing-mean objective ships, no race"),
+        Design(
+            "random",
+            (*random, "search.start_with_baseline=false"),
+            pick="best-epoch",
+            note=f"today's practice: {random_trials} random full-length trials, the best single epoch ships, no race",
+        ),
+        Design(
+            "random-objective",
+            random,
+            pick="objective",
+            note=f"{random_trials} random full-length trials, the best trailing-mean objective ships, no race",
+        ),
         Design("shipped-oracle", pick="oracle", note="the shipped search, then the best config it sampled (a bound)"),
         Design("shipped-objective", pick="objective", note="the shipped search, then its best objective ships, no race"),
-        Design("tpe", ("search.sampler=tpe", *anchor), note=f"Optuna's TPESampler at its defaults (10 random start-up "
-               f"trials), {samples} trials, the shipped scheduler and race"),
-        Design("gp", ("search.sampler=gp", *anchor), note=f"Optuna's GPSampler at its defaults, {samples} trials, the shipped race"),
+        Design(
+            "tpe",
+            ("search.sampler=tpe", *anchor),
+            note=f"Optuna's TPESampler at its defaults (10 random start-up "
+            f"trials), {samples} trials, the shipped scheduler and race",
+        ),
+        Design(
+            "gp", ("search.sampler=gp", *anchor), note=f"Optuna's GPSampler at its defaults, {samples} trials, the shipped race"
+        ),
         Design("qmc", ("search.sampler=qmc", *anchor), note=f"scrambled Sobol, {samples} trials, the shipped race"),
         Design("random-sampler", ("search.sampler=random", *anchor), note=f"random sampler, {samples} trials, the shipped race"),
     ]
     if Path(study).resolve() != SMOKE.resolve():
         return generic
     # The design shipped before issue 32 (smoke.yaml and RaceSpec's defaults of 2026-12-05 morning).
-    before = ("search.sampler=tpe", "search.startup_trials=3", "search.multivariate=true", "search.num_samples=8",
-              "search.scheduler.grace_period=4", "search.space.reward_scale={type: choice, values: [1, 10, 100], default: 100}",
-              "search.baseline.reward_scale=100", "race.max_share=0.65", "race.fallbacks=2", "race.confirm_seeds=6",
-              "race.second_look_seeds=4")
+    before = (
+        "search.sampler=tpe",
+        "search.startup_trials=3",
+        "search.multivariate=true",
+        "search.num_samples=8",
+        "search.scheduler.grace_period=4",
+        "search.space.reward_scale={type: choice, values: [1, 10, 100], default: 100}",
+        "search.baseline.reward_scale=100",
+        "race.max_share=0.65",
+        "race.fallbacks=2",
+        "race.confirm_seeds=6",
+        "race.second_look_seeds=4",
+    )
     # The first staged design (issue 32's first pass): the grid, then the other choices at the best learning rate
     # (13 trials) under ASHA from epoch 2, the race's confirmation on 6 seeds and a second look on 4.
-    staged_asha = ("search.num_samples=13", "search.scheduler={type: asha, grace_period: 2}", "race.confirm_seeds=6",
-                   "race.second_look_seeds=4")
+    staged_asha = (
+        "search.num_samples=13",
+        "search.scheduler={type: asha, grace_period: 2}",
+        "race.confirm_seeds=6",
+        "race.second_look_seeds=4",
+    )
     return generic + [
-        Design("before", before, note="the design shipped before issue 32: TPE (3 start-up trials, multivariate), 8 trials, "
-               "ASHA grace 4, reward_scale searched, race share 0.65, 2 fallbacks"),
-        Design("staged-asha", staged_asha, note="issue 32's first staged design: 10 learning rates, then gens 2, 4 and tokens 16 "
-               "at the best (13 trials), ASHA from epoch 2, confirmation on 6 seeds, second look on 4"),
+        Design(
+            "before",
+            before,
+            note="the design shipped before issue 32: TPE (3 start-up trials, multivariate), 8 trials, "
+            "ASHA grace 4, reward_scale searched, race share 0.65, 2 fallbacks",
+        ),
+        Design(
+            "staged-asha",
+            staged_asha,
+            note="issue 32's first staged design: 10 learning rates, then gens 2, 4 and tokens 16 "
+            "at the best (13 trials), ASHA from epoch 2, confirmation on 6 seeds, second look on 4",
+        ),
         # Around the shipped design: more trials (the other choices' stage), the grid's size, ASHA, the race's numbers.
-        Design("staged-13", ("search.num_samples=13",), note="shipped, then gens 2, 4 and tokens 16 at the best learning rate (13 trials)"),
+        Design(
+            "staged-13",
+            ("search.num_samples=13",),
+            note="shipped, then gens 2, 4 and tokens 16 at the best learning rate (13 trials)",
+        ),
         # The shipped 10 trials are the baseline and 9 of the grid's 10 points (coarse-first order leaves lr 5.24e-3 out).
-        Design("whole-grid", ("search.num_samples=11",), note="shipped with the whole 10-point grid: the baseline and every "
-               "grid point (11 trials)"),
-        Design("staged-asha-6", ("search.scheduler={type: asha, grace_period: 6, reduction_factor: 4}",),
-               note="shipped under ASHA from epoch 6 (reduction factor 4)"),
-        Design("staged-8", ("search.lr_points=8", "search.num_samples=8"), note="shipped with 8 learning rates (a grid off the table's)"),
-        Design("staged-12", ("search.lr_points=12", "search.num_samples=12"), note="shipped with 12 learning rates (a grid off the table's)"),
+        Design(
+            "whole-grid",
+            ("search.num_samples=11",),
+            note="shipped with the whole 10-point grid: the baseline and every grid point (11 trials)",
+        ),
+        Design(
+            "staged-asha-6",
+            ("search.scheduler={type: asha, grace_period: 6, reduction_factor: 4}",),
+            note="shipped under ASHA from epoch 6 (reduction factor 4)",
+        ),
+        Design(
+            "staged-8",
+            ("search.lr_points=8", "search.num_samples=8"),
+            note="shipped with 8 learning rates (a grid off the table's)",
+        ),
+        Design(
+            "staged-12",
+            ("search.lr_points=12", "search.num_samples=12"),
+            note="shipped with 12 learning rates (a grid off the table's)",
+        ),
         Design("confirm-6", ("race.confirm_seeds=6",), note="shipped with race.confirm_seeds 6"),
         Design("share-45", ("race.max_share=0.45",), note="shipped with race.max_share 0.45"),
         Design("fallbacks-0", ("race.fallbacks=0",), note="shipped without a fallback (2 looks: 97.5% each)"),
@@ -510,9 +602,29 @@ def designs(budget: int, study: Path = SMOKE) -> list[Design]:
 
 # gp is in the catalogue, not here: Optuna's GP fit takes ~2 s a study (--designs gp). The designs after
 # tpe are the smoke table's own (designs()); on another table the list stops there.
-COMPARED = ("shipped", "random", "random-objective", "shipped-oracle", "shipped-objective", "tpe", "qmc", "random-sampler",
-            "before", "staged-asha", "staged-13", "whole-grid", "staged-asha-6", "staged-8", "staged-12", "confirm-6", "share-45",
-            "fallbacks-0", "no-second-look", "collapse-50", "confidence-90")
+COMPARED = (
+    "shipped",
+    "random",
+    "random-objective",
+    "shipped-oracle",
+    "shipped-objective",
+    "tpe",
+    "qmc",
+    "random-sampler",
+    "before",
+    "staged-asha",
+    "staged-13",
+    "whole-grid",
+    "staged-asha-6",
+    "staged-8",
+    "staged-12",
+    "confirm-6",
+    "share-45",
+    "fallbacks-0",
+    "no-second-look",
+    "collapse-50",
+    "confidence-90",
+)
 
 
 def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:
@@ -524,12 +636,16 @@ def simulate_design(design: Design, table: Table, studies: int, first: int = 0) 
 
 def baseline_overrides(key: Key) -> tuple[str, ...]:
     lr, gens, tokens = key
-    return (f"search.baseline.learning_rate={lr}", f"search.baseline.num_generations={gens}",
-            f"search.baseline.max_new_tokens={tokens}")
+    return (
+        f"search.baseline.learning_rate={lr}",
+        f"search.baseline.num_generations={gens}",
+        f"search.baseline.max_new_tokens={tokens}",
+    )
 
 
-def error_rates(design: Design, table: Table, studies: int, first: int = 0, null_pool: int = 20,
-                strong: tuple[int, ...] = (2, 4, 10)) -> dict[str, Any]:
+def error_rates(
+    design: Design, table: Table, studies: int, first: int = 0, null_pool: int = 20, strong: tuple[int, ...] = (2, 4, 10)
+) -> dict[str, Any]:
     """The race's stated error against what it does on the table.
 
     null: every config of the study is one config (drawn per study from the `null_pool` best),
@@ -554,14 +670,24 @@ def error_rates(design: Design, table: Table, studies: int, first: int = 0, null
         keys = [table.split(first + k).pool_ranked[rank - 1] for k in range(studies)]
         records = [simulate_study(design, table, first + k, baseline_overrides(keys[k])) for k in range(studies)]
         key = max(set(keys), key=keys.count)
-        strong[rank] = {"key": key, "value": table.mean(key), "worse": sum(r["worse_in_draws"] for r in records),
-                        "held_out": sum(r["worse_than_baseline"] for r in records),
-                        "confirmed": sum(r["confirmed_challenger"] for r in records)}
+        strong[rank] = {
+            "key": key,
+            "value": table.mean(key),
+            "worse": sum(r["worse_in_draws"] for r in records),
+            "held_out": sum(r["worse_than_baseline"] for r in records),
+            "confirmed": sum(r["confirmed_challenger"] for r in records),
+        }
     worst_rank = max(strong, key=lambda r: strong[r]["worse"]) if strong else None
     level = 1 - design_study(design, 0, study_file=table.study).race.confidence
-    return {"studies": studies, "null": sum(null), "null_wilson": wilson(sum(null), studies), "strong": strong,
-            "worst_rank": worst_rank, "worst_wilson": wilson(strong[worst_rank]["worse"], studies) if strong else None,
-            "level": level}
+    return {
+        "studies": studies,
+        "null": sum(null),
+        "null_wilson": wilson(sum(null), studies),
+        "strong": strong,
+        "worst_rank": worst_rank,
+        "worst_wilson": wilson(strong[worst_rank]["worse"], studies) if strong else None,
+        "level": level,
+    }
 
 
 def error_line(rates: dict[str, Any]) -> str:
@@ -569,18 +695,27 @@ def error_line(rates: dict[str, Any]) -> str:
     lo, hi = rates["null_wilson"]
     wlo, whi = rates["worst_wilson"]
     worse = rates["strong"][rates["worst_rank"]]["worse"]
-    return (f"gate error: null confirms {rates['null'] / n:.1%} [{lo:.1%}, {hi:.1%}]; worse than a strong baseline "
-            f"{worse / n:.1%} [{wlo:.1%}, {whi:.1%}] (stated level {rates['level']:.0%})")
+    return (
+        f"gate error: null confirms {rates['null'] / n:.1%} [{lo:.1%}, {hi:.1%}]; worse than a strong baseline "
+        f"{worse / n:.1%} [{wlo:.1%}, {whi:.1%}] (stated level {rates['level']:.0%})"
+    )
 
 
 # --------------------------------------------------------------------------- what more compute buys
 
 
-def compute_curve(design: Design, table: Table, studies: int, first: int = 0, sizes: tuple[int, ...] = (4, 6, 8, 10, 13, 16, 20, 26),
-                  budgets: tuple[int, ...] = (96, 144, 192, 240, 336, 480, 600)) -> dict[str, list[dict[str, float]]]:
+def compute_curve(
+    design: Design,
+    table: Table,
+    studies: int,
+    first: int = 0,
+    sizes: tuple[int, ...] = (4, 6, 8, 10, 13, 16, 20, 26),
+    budgets: tuple[int, ...] = (96, 144, 192, 240, 336, 480, 600),
+) -> dict[str, list[dict[str, float]]]:
     """Shipped true value against trial-epochs: `design` at several search sizes (search.num_samples; the
     race sized by its own rules), random search (the best single epoch of full-length trials) at several
     budgets. Each point: median trial-epochs, median true value and its quartiles, share >= 85% of best."""
+
     def point(records: list[dict[str, Any]]) -> dict[str, float]:
         s = summarize(records)
         return {"trial_epochs": s["trial_epochs"], "median": s["median"], "q1": s["q1"], "q3": s["q3"], "share_85": s["share_85"]}
@@ -624,7 +759,9 @@ def plot_curve(table: Table, curve: dict[str, list[dict[str, float]]], path: Pat
 # --------------------------------------------------------------------------- reporting
 
 
-def paired_difference(records: list[dict[str, Any]], reference: list[dict[str, Any]], resamples: int = 4000) -> tuple[float, float, float]:
+def paired_difference(
+    records: list[dict[str, Any]], reference: list[dict[str, Any]], resamples: int = 4000
+) -> tuple[float, float, float]:
     """Mean difference of true value (design - reference) over studies with the same seed, and its
     95% bootstrap interval (percentile, studies resampled)."""
     by_study = {r["study"]: r["true"] for r in reference}
@@ -642,7 +779,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     collapse = [r["collapse_covered"] for r in records if "collapse_covered" in r]
     landing = [r for r in records if "landing_held" in r]
     return {
-        "studies": len(records), "median": med, "q1": q1, "q3": q3, "mean": float(trues.mean()),
+        "studies": len(records),
+        "median": med,
+        "q1": q1,
+        "q3": q3,
+        "mean": float(trues.mean()),
         "share_85": float(np.mean(ratios >= 0.85)),
         "sampled_best": statistics.fmean(r["sampled_best"] for r in records),
         "trial_epochs": float(np.median([r["trial_epochs"] for r in records])),
@@ -706,8 +847,13 @@ def plot(table: Table, results: dict[str, list[dict[str, Any]]], path: Path) -> 
 
     names = list(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.45 * len(names) + 2.5))
-    left.boxplot([[r["ratio"] for r in results[n]] for n in names], orientation="horizontal", tick_labels=names,
-                 whis=(5, 95), showmeans=True)
+    left.boxplot(
+        [[r["ratio"] for r in results[n]] for n in names],
+        orientation="horizontal",
+        tick_labels=names,
+        whis=(5, 95),
+        showmeans=True,
+    )
     left.axvline(0.85, color="tab:red", linestyle="--", linewidth=1, label="85% of the best grid config")
     left.set_xlabel("shipped config's true value / best grid config's")
     left.set_title(f"{len(results[names[0]])} simulated studies per design")
@@ -727,8 +873,20 @@ def plot(table: Table, results: dict[str, list[dict[str, Any]]], path: Path) -> 
 
 
 def write_csv(path: Path, results: dict[str, list[dict[str, Any]]]) -> None:
-    fields = ["design", "study", "shipped", "true", "ratio", "trial_epochs", "search_epochs", "passed_gate", "looks",
-              "fallbacks", "worse_than_baseline", "sampled_best"]
+    fields = [
+        "design",
+        "study",
+        "shipped",
+        "true",
+        "ratio",
+        "trial_epochs",
+        "search_epochs",
+        "passed_gate",
+        "looks",
+        "fallbacks",
+        "worse_than_baseline",
+        "sampled_best",
+    ]
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -742,16 +900,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--table", type=Path, default=TABLE)
     parser.add_argument("--studies", type=int, default=200, help="simulated studies per design (default 200)")
-    parser.add_argument("--first", type=int, default=1000,
-                        help="the first study's seed (default 1000: the designs were chosen on studies 0-299)")
+    parser.add_argument(
+        "--first", type=int, default=1000, help="the first study's seed (default 1000: the designs were chosen on studies 0-299)"
+    )
     parser.add_argument("--designs", help="comma-separated design names, or 'all' (default: COMPARED)")
     parser.add_argument("--out", type=Path, default=OUT, help="output prefix: .md and .csv")
     parser.add_argument("--plot", type=Path, default=PLOT)
-    parser.add_argument("--curve", action="store_true",
-                        help="the compute curve of the first chosen design (default: shipped) and random search; writes --curve-plot")
+    parser.add_argument(
+        "--curve",
+        action="store_true",
+        help="the compute curve of the first chosen design (default: shipped) and random search; writes --curve-plot",
+    )
     parser.add_argument("--curve-plot", type=Path, default=CURVE)
-    parser.add_argument("--error-rates", action="store_true",
-                        help="the race's error rates for each chosen design (default: shipped); no files written")
+    parser.add_argument(
+        "--error-rates",
+        action="store_true",
+        help="the race's error rates for each chosen design (default: shipped); no files written",
+    )
     args = parser.parse_args(argv)
     table = load_table(args.table)
     started = time.perf_counter()
@@ -769,8 +934,11 @@ def main(argv: list[str] | None = None) -> int:
         curve = compute_curve(catalogue[chosen[0]], table, args.studies, first=args.first)
         for name, points in curve.items():
             for p in points:
-                print(f"{name}: {p['trial_epochs']:.0f} trial-epochs: median {p['median']:.3f} [{p['q1']:.3f}, {p['q3']:.3f}], "
-                      f">= 85% of best in {p['share_85']:.0%}", flush=True)
+                print(
+                    f"{name}: {p['trial_epochs']:.0f} trial-epochs: median {p['median']:.3f} [{p['q1']:.3f}, {p['q3']:.3f}], "
+                    f">= 85% of best in {p['share_85']:.0%}",
+                    flush=True,
+                )
         plot_curve(table, curve, args.curve_plot, args.studies)
         return 0
     if args.error_rates:
@@ -778,9 +946,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in chosen:
             rates = error_rates(catalogue[name], table, args.studies, first=args.first)
             for rank, s in rates["strong"].items():
-                print(f"{name}: baseline = each study's {rank}th-best config (most often {s['key']}, {s['value']:.3f}): ships a worse "
-                      f"one in {s['worse']} of {rates['studies']} studies ({s['held_out']} judged on the held-out half); "
-                      f"confirms a challenger in {s['confirmed']}", flush=True)
+                print(
+                    f"{name}: baseline = each study's {rank}th-best config (most often {s['key']}, {s['value']:.3f}): ships a worse "
+                    f"one in {s['worse']} of {rates['studies']} studies ({s['held_out']} judged on the held-out half); "
+                    f"confirms a challenger in {s['confirmed']}",
+                    flush=True,
+                )
             line = error_line(rates)
             print(f"{name}: {line} ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
         print(line)
@@ -790,11 +961,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         results[name] = shipped if name == "shipped" else simulate_design(catalogue[name], table, args.studies, first=args.first)
         s = summarize(results[name])
-        print(f"{name}: median {s['median']:.3f} share>=85% {s['share_85']:.0%} trial-epochs {s['trial_epochs']:.0f} "
-              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        print(
+            f"{name}: median {s['median']:.3f} share>=85% {s['share_85']:.0%} trial-epochs {s['trial_epochs']:.0f} "
+            f"({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     command = "python bench/simulate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = (f"`{command.strip()}` ({(time.perf_counter() - started) / 60:.1f} min)\n\n" + markdown(table, results, catalogue))
+    text = f"`{command.strip()}` ({(time.perf_counter() - started) / 60:.1f} min)\n\n" + markdown(table, results, catalogue)
     args.out.with_suffix(".md").write_text(text)
     write_csv(args.out.with_suffix(".csv"), results)
     plot(table, results, args.plot)
@@ -802,8 +976,10 @@ def main(argv: list[str] | None = None) -> int:
     s = summarize(results["shipped"]) if "shipped" in results else None
     if s is not None and "random" in results:
         d, lo, hi = paired_difference(results["shipped"], results["random"])
-        print(f"shipped design: median {s['median']:.3f}, >= 85% of best in {s['share_85']:.0%} of studies, "
-              f"vs random {d:+.3f} [{lo:+.3f}, {hi:+.3f}] at {s['trial_epochs']:.0f} trial-epochs")
+        print(
+            f"shipped design: median {s['median']:.3f}, >= 85% of best in {s['share_85']:.0%} of studies, "
+            f"vs random {d:+.3f} [{lo:+.3f}, {hi:+.3f}] at {s['trial_epochs']:.0f} trial-epochs"
+        )
     return 0
 
 

@@ -51,7 +51,9 @@ def grid(lr_points: int) -> list[dict]:
     lrs = [float(f"{v:.3g}") for v in np.geomspace(LR_LOW, LR_HIGH, lr_points)]
     return [
         {"learning_rate": lr, "num_generations": g, "max_new_tokens": t, "reward_scale": REWARD_SCALE}
-        for lr in lrs for g in GENERATIONS for t in TOKENS
+        for lr in lrs
+        for g in GENERATIONS
+        for t in TOKENS
     ]
 
 
@@ -104,8 +106,17 @@ def run_one(job: tuple[dict, int]) -> dict:
 
 def write_table(runs: list[dict], epochs: int, path: Path) -> None:
     """One row per run: config, seed, eval per epoch (e1..eN, empty after divergence), test, collapse."""
-    fields = ["learning_rate", "num_generations", "max_new_tokens", "seed", *[f"e{i}" for i in range(1, epochs + 1)],
-              "test_in_range", "collapsed", "diverged_epoch", "seconds"]
+    fields = [
+        "learning_rate",
+        "num_generations",
+        "max_new_tokens",
+        "seed",
+        *[f"e{i}" for i in range(1, epochs + 1)],
+        "test_in_range",
+        "collapsed",
+        "diverged_epoch",
+        "seconds",
+    ]
     rows = sorted(runs, key=lambda r: (r["learning_rate"], r["num_generations"], r["max_new_tokens"], r["seed"]))
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -115,19 +126,37 @@ def write_table(runs: list[dict], epochs: int, path: Path) -> None:
             # Collapsed: every test reward is 0 (agent 1 answers empty) or the run diverged.
             collapsed = r["diverged_epoch"] is not None or r["test_mean_reward"] == 0
             test = "" if r["test_in_range"] is None else f"{r['test_in_range']:.4f}"
-            writer.writerow([f"{r['learning_rate']:.3g}", r["num_generations"], r["max_new_tokens"], r["seed"], *curve,
-                             test, int(collapsed), r["diverged_epoch"] or "", f"{r['seconds']:.1f}"])
+            writer.writerow(
+                [
+                    f"{r['learning_rate']:.3g}",
+                    r["num_generations"],
+                    r["max_new_tokens"],
+                    r["seed"],
+                    *curve,
+                    test,
+                    int(collapsed),
+                    r["diverged_epoch"] or "",
+                    f"{r['seconds']:.1f}",
+                ]
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lrs", type=int, default=10, help="learning-rate grid points, log-spaced over 3e-5..1e-2")
     parser.add_argument("--seeds", type=int, default=8, help="seeds per config (0..N-1)")
-    parser.add_argument("--lr-min", type=float, default=0.0,
-                        help="train only grid points at or above this learning rate (extend the seeds where designs ship)")
+    parser.add_argument(
+        "--lr-min",
+        type=float,
+        default=0.0,
+        help="train only grid points at or above this learning rate (extend the seeds where designs ship)",
+    )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--write-only", action="store_true",
-                        help="rewrite the table and its .json from the runs file as it stands (a table cut short), no training")
+    parser.add_argument(
+        "--write-only",
+        action="store_true",
+        help="rewrite the table and its .json from the runs file as it stands (a table cut short), no training",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -151,27 +180,40 @@ def main(argv: list[str] | None = None) -> int:
             log.flush()
             done[key(run, run["seed"])] = run
             elapsed = time.time() - start
-            print(f"[{n}/{len(jobs)}] {key(run, run['seed'])}: test {run['test_in_range']} "
-                  f"({run['seconds']:.0f} s; {elapsed / n * (len(jobs) - n) / 60:.0f} min left)", flush=True)
+            print(
+                f"[{n}/{len(jobs)}] {key(run, run['seed'])}: test {run['test_in_range']} "
+                f"({run['seconds']:.0f} s; {elapsed / n * (len(jobs) - n) / 60:.0f} min left)",
+                flush=True,
+            )
     epochs = smoke_study().train.epochs
     write_table(list(done.values()), epochs, args.out / TABLE_FILE)
-    version = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     meta_path = args.out / META_FILE
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"wall_seconds": 0.0}
-    meta.update({
-        "command": "python bench/smoke_table.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "code_version": version,
-        "grid": {"learning_rate": sorted({c["learning_rate"] for c in configs}), "num_generations": list(GENERATIONS),
-                 "max_new_tokens": list(TOKENS), "reward_scale": REWARD_SCALE,
-                 # Seeds differ by learning rate once a run of --lr-min extended some of them.
-                 "seeds_by_learning_rate": {f"{lr:.3g}": sorted({r["seed"] for r in done.values() if r["learning_rate"] == lr})
-                                            for lr in sorted({c["learning_rate"] for c in configs})}},
-        "epochs": epochs,
-        "runs": len(done),
-        "run_seconds_total": round(sum(r["seconds"] for r in done.values()), 1),
-        "wall_seconds": round(meta["wall_seconds"] + time.time() - start, 1),
-        "workers": args.workers,
-    })
+    meta.update(
+        {
+            "command": "python bench/smoke_table.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "code_version": version,
+            "grid": {
+                "learning_rate": sorted({c["learning_rate"] for c in configs}),
+                "num_generations": list(GENERATIONS),
+                "max_new_tokens": list(TOKENS),
+                "reward_scale": REWARD_SCALE,
+                # Seeds differ by learning rate once a run of --lr-min extended some of them.
+                "seeds_by_learning_rate": {
+                    f"{lr:.3g}": sorted({r["seed"] for r in done.values() if r["learning_rate"] == lr})
+                    for lr in sorted({c["learning_rate"] for c in configs})
+                },
+            },
+            "epochs": epochs,
+            "runs": len(done),
+            "run_seconds_total": round(sum(r["seconds"] for r in done.values()), 1),
+            "wall_seconds": round(meta["wall_seconds"] + time.time() - start, 1),
+            "workers": args.workers,
+        }
+    )
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     print(f"wrote {args.out / TABLE_FILE} ({len(done)} runs)")
     return 0

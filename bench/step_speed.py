@@ -163,8 +163,12 @@ def bench_config(name: str, shape: tuple) -> tuple[float, float]:
     stock_update, fast_update = median(runs["stock"], "update_s"), median(runs["fast"], "update_s")
     print(f"   update step  stock {stock_update:7.2f} s  fast {fast_update:7.2f} s  speedup {stock_update / fast_update:5.2f}x")
     print(f"   whole epoch  stock {stock_epoch:7.2f} s  fast {fast_epoch:7.2f} s  speedup {stock_epoch / fast_epoch:5.2f}x")
-    print(f"   epoch cpu    stock {median(runs['stock'], 'epoch_cpu_s'):7.2f} s  fast {median(runs['fast'], 'epoch_cpu_s'):7.2f} s")
-    print(f"   peak RSS     stock {median(runs['stock'], 'peak_rss_mb'):7.0f} MB fast {median(runs['fast'], 'peak_rss_mb'):7.0f} MB")
+    print(
+        f"   epoch cpu    stock {median(runs['stock'], 'epoch_cpu_s'):7.2f} s  fast {median(runs['fast'], 'epoch_cpu_s'):7.2f} s"
+    )
+    print(
+        f"   peak RSS     stock {median(runs['stock'], 'peak_rss_mb'):7.0f} MB fast {median(runs['fast'], 'peak_rss_mb'):7.0f} MB"
+    )
     print(f"   one loss+backward on the same sampled group ({len(grad['completion_tokens'])} x "
           f"{max(grad['completion_tokens'])} tokens{', returns 0..G-1: the sampled ones were flat' if grad['flat_returns'] else ''}): stock {grad['stock_loss_s']:.2f} s, fast {grad['fast_loss_s']:.2f} s")  # fmt: skip
     print(f"   grad rel err: whole {grad['rel_err']:.1e}, max per tensor {grad['max_rel_err']:.1e}; "
@@ -174,7 +178,9 @@ def bench_config(name: str, shape: tuple) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer prompts/generations/repeats: < 5 min on a quiet 2-core machine")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer prompts/generations/repeats: < 5 min on a quiet 2-core machine"
+    )
     parser.add_argument("--child", choices=["epoch", "grad"], help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=["stock", "fast"], default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--shape", nargs=4, help=argparse.SUPPRESS)

@@ -67,8 +67,11 @@ def grid(study_path: Path, lr_points: int) -> list[dict]:
     scale = space["reward_scale"].default if "reward_scale" in space and space["reward_scale"].default else fixed["reward_scale"]
     if "reward_scale" in space and not study.train.advantage_normalization:
         raise SystemExit("table: reward_scale is searched without advantage normalization; it would need an axis of its own")
-    return [{"learning_rate": v, "num_generations": g, "max_new_tokens": t, "reward_scale": float(scale)}
-            for v in lrs for g, t in itertools.product(*axes)]
+    return [
+        {"learning_rate": v, "num_generations": g, "max_new_tokens": t, "reward_scale": float(scale)}
+        for v in lrs
+        for g, t in itertools.product(*axes)
+    ]
 
 
 def key(config: dict, seed: int) -> str:
@@ -100,14 +103,30 @@ def run_one(job: tuple[str, dict, int]) -> dict:
         figures = trial.test(study.race.test_samples_factor * study.task.eval_samples_per_prompt)
         test = figures[honest_metric(metric)]
         collapsed = ended_collapsed(study, test, figures.get("test/mean_reward"))
-    return {**config, "seed": seed, "curve": curve, "diverged_epoch": diverged_at, "test": test, "collapsed": collapsed,
-            "seconds": time.perf_counter() - start}
+    return {
+        **config,
+        "seed": seed,
+        "curve": curve,
+        "diverged_epoch": diverged_at,
+        "test": test,
+        "collapsed": collapsed,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def write_table(runs: list[dict], epochs: int, path: Path) -> None:
     """One row per run: config, seed, the metric per epoch (e1..eN, empty after divergence), test, collapse."""
-    fields = ["learning_rate", "num_generations", "max_new_tokens", "seed", *[f"e{i}" for i in range(1, epochs + 1)],
-              "test_value", "collapsed", "diverged_epoch", "seconds"]
+    fields = [
+        "learning_rate",
+        "num_generations",
+        "max_new_tokens",
+        "seed",
+        *[f"e{i}" for i in range(1, epochs + 1)],
+        "test_value",
+        "collapsed",
+        "diverged_epoch",
+        "seconds",
+    ]
     rows = sorted(runs, key=lambda r: (r["learning_rate"], r["num_generations"], r["max_new_tokens"], r["seed"]))
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -115,8 +134,19 @@ def write_table(runs: list[dict], epochs: int, path: Path) -> None:
         for r in rows:
             curve = [f"{v:.4f}" for v in r["curve"]] + [""] * (epochs - len(r["curve"]))
             test = "" if r["test"] is None else f"{r['test']:.4f}"
-            writer.writerow([f"{r['learning_rate']:.3g}", r["num_generations"], r["max_new_tokens"], r["seed"], *curve,
-                             test, int(r["collapsed"]), r["diverged_epoch"] or "", f"{r['seconds']:.1f}"])
+            writer.writerow(
+                [
+                    f"{r['learning_rate']:.3g}",
+                    r["num_generations"],
+                    r["max_new_tokens"],
+                    r["seed"],
+                    *curve,
+                    test,
+                    int(r["collapsed"]),
+                    r["diverged_epoch"] or "",
+                    f"{r['seconds']:.1f}",
+                ]
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,8 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr-min", type=float, default=0.0, help="train only grid points at or above this learning rate")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--write-only", action="store_true",
-                        help="train nothing: write the CSV and .json from the runs so far (a table cut short)")
+    parser.add_argument(
+        "--write-only",
+        action="store_true",
+        help="train nothing: write the CSV and .json from the runs so far (a table cut short)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     study = load(args.study)
@@ -142,38 +175,58 @@ def main(argv: list[str] | None = None) -> int:
                 run = json.loads(line)
                 done[key(run, run["seed"])] = run
     configs = grid(args.study, args.lrs)
-    jobs = [(str(args.study), c, s) for s in range(args.seeds) for c in configs
-            if key(c, s) not in done and c["learning_rate"] >= args.lr_min and not args.write_only]
+    jobs = [
+        (str(args.study), c, s)
+        for s in range(args.seeds)
+        for c in configs
+        if key(c, s) not in done and c["learning_rate"] >= args.lr_min and not args.write_only
+    ]
     print(f"{name}: {len(configs)} configs x {args.seeds} seeds: {len(done)} runs done, {len(jobs)} to go", flush=True)
     start = time.time()
-    with open(log_path, "a") as log, multiprocessing.get_context("spawn").Pool(max(1, min(args.workers, len(jobs))), maxtasksperchild=20) as pool:
+    with (
+        open(log_path, "a") as log,
+        multiprocessing.get_context("spawn").Pool(max(1, min(args.workers, len(jobs))), maxtasksperchild=20) as pool,
+    ):
         for n, run in enumerate(pool.imap_unordered(run_one, jobs), 1):
             log.write(json.dumps(run) + "\n")
             log.flush()
             done[key(run, run["seed"])] = run
             elapsed = time.time() - start
-            print(f"[{n}/{len(jobs)}] {key(run, run['seed'])}: test {run['test']} ({run['seconds']:.0f} s; "
-                  f"{elapsed / n * (len(jobs) - n) / 60:.0f} min left)", flush=True)
+            print(
+                f"[{n}/{len(jobs)}] {key(run, run['seed'])}: test {run['test']} ({run['seconds']:.0f} s; "
+                f"{elapsed / n * (len(jobs) - n) / 60:.0f} min left)",
+                flush=True,
+            )
     write_table(list(done.values()), study.train.epochs, args.out / f"{name}_table.csv")
-    version = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     meta_path = args.out / f"{name}_table.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"wall_seconds": 0.0}
     lrs = sorted({c["learning_rate"] for c in configs})
-    meta.update({
-        "command": "python bench/table.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "study": str(Path(args.study).resolve().relative_to(REPO)) if Path(args.study).resolve().is_relative_to(REPO) else str(args.study),
-        "metric": study.search.metric,
-        "code_version": version,
-        "grid": {"learning_rate": lrs, **{a: sorted({c[a] for c in configs}) for a in SEARCHED_AXES},
-                 "reward_scale": configs[0]["reward_scale"],
-                 "seeds_by_learning_rate": {f"{lr:.3g}": sorted({r["seed"] for r in done.values() if r["learning_rate"] == lr})
-                                            for lr in lrs}},
-        "epochs": study.train.epochs,
-        "runs": len(done),
-        "run_seconds_total": round(sum(r["seconds"] for r in done.values()), 1),
-        "wall_seconds": round(meta["wall_seconds"] + time.time() - start, 1),
-        "workers": args.workers,
-    })
+    meta.update(
+        {
+            "command": "python bench/table.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "study": str(Path(args.study).resolve().relative_to(REPO))
+            if Path(args.study).resolve().is_relative_to(REPO)
+            else str(args.study),
+            "metric": study.search.metric,
+            "code_version": version,
+            "grid": {
+                "learning_rate": lrs,
+                **{a: sorted({c[a] for c in configs}) for a in SEARCHED_AXES},
+                "reward_scale": configs[0]["reward_scale"],
+                "seeds_by_learning_rate": {
+                    f"{lr:.3g}": sorted({r["seed"] for r in done.values() if r["learning_rate"] == lr}) for lr in lrs
+                },
+            },
+            "epochs": study.train.epochs,
+            "runs": len(done),
+            "run_seconds_total": round(sum(r["seconds"] for r in done.values()), 1),
+            "wall_seconds": round(meta["wall_seconds"] + time.time() - start, 1),
+            "workers": args.workers,
+        }
+    )
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     print(f"wrote {args.out / f'{name}_table.csv'} ({len(done)} runs)")
     return 0

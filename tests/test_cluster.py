@@ -63,6 +63,7 @@ def test_two_gpus_use_comlrl_model_parallel(tiny_study):
     from ratiotune.training.magrpo import build_trainer
     from ratiotune.training.models import load_agents
     from ratiotune.core.study import validate_study
+
     study = validate_study(tiny_study)
     agents, tokenizer = load_agents("builtin:tiny")
     kwargs = dict(hyperparameters=study.hyperparameters({}), train=study.train, task=study.get_task(), epochs=1)
@@ -147,9 +148,22 @@ def test_removed_node_trial_restarts_on_the_other_node_from_its_checkpoint(tiny_
         tiny_study["search"].update(num_samples=2, max_concurrent_trials=2, max_failures=2)
         experiment = tmp_path / "results" / "tiny"
         process = subprocess.Popen(
-            [sys.executable, "-m", "ratiotune", "search", str(write_study(tiny_study)),
-             "--storage", str(tmp_path / "results"), "--address", cluster.address],
-            cwd=REPO, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "ratiotune",
+                "search",
+                str(write_study(tiny_study)),
+                "--storage",
+                str(tmp_path / "results"),
+                "--address",
+                cluster.address,
+            ],
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         # Remove the worker once the trial on it has reported two epochs. Its second row proves
         # its first checkpoint was registered: Ray starts the next epoch only after the save of
@@ -202,7 +216,11 @@ def test_four_trials_at_a_quarter_gpu_share_one_logical_gpu():
     # Ray's memory monitor kills workers when the *machine* is above 95% memory, which on a
     # shared test machine is other people's doing (seen: all four killed); packing is not about that.
     result = subprocess.run(
-        [sys.executable, str(Path(__file__)), "pack"], capture_output=True, text=True, timeout=240, cwd=REPO,
+        [sys.executable, str(Path(__file__)), "pack"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
         env={**os.environ, "RAY_memory_monitor_refresh_ms": "0"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -231,12 +249,14 @@ def _pack_driver() -> None:
         deadline = time.monotonic() + 120
         while len(os.listdir(barrier)) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
-        tune.report({
-            "all_four_in": len(os.listdir(barrier)) == 4,
-            "gpu_ids": ",".join(str(i) for i in ray.get_gpu_ids()),
-            "gpu_share": ray.get_runtime_context().get_assigned_resources().get("GPU"),
-            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        })
+        tune.report(
+            {
+                "all_four_in": len(os.listdir(barrier)) == 4,
+                "gpu_ids": ",".join(str(i) for i in ray.get_gpu_ids()),
+                "gpu_share": ray.get_runtime_context().get_assigned_resources().get("GPU"),
+                "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            }
+        )
 
     # One logical GPU whether or not the machine has real ones (Ray then hands out GPU 0).
     ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, logging_level="WARNING")

@@ -85,7 +85,11 @@ def test_sampled_tokens_follow_generates_distribution():
         return 1.0 if len(table) < 2 else float(chi2_contingency(list(zip(*table)))[1])
 
     eos = tokenizer.eos_token_id
-    ours = draws(lambda: loop.generate(batch.input_ids, batch.attention_mask, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos, **sampling))
+    ours = draws(
+        lambda: loop.generate(
+            batch.input_ids, batch.attention_mask, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos, **sampling
+        )
+    )
     theirs = draws(lambda: reference(model, tokenizer, batch, eos_token_id=eos, **sampling))
     for key in theirs:
         assert len(ours[key]) == len(theirs[key]) == 96

@@ -21,10 +21,18 @@ def test_the_field_table_in_study_file_md_is_the_schemas():
         "docs/study-file.md's field table differs from the schema: run `ratiotune fields --markdown docs/study-file.md`"
     )
     # Fields a user asked about are there, each with its default.
-    for name, default in [("race.second_look_seeds", None), ("race.fallbacks", None), ("search.max_failures", None),
-                          ("train.fast_update", None), ("train.train_batch_size", None),
-                          ("checkpoint.keep_best_trials", None), ("race.max_share", "0.55"),
-                          ("race.max_collapse_share", "0.34"), ("race.confidence", "0.95"), ("search.lr_points", None)]:
+    for name, default in [
+        ("race.second_look_seeds", None),
+        ("race.fallbacks", None),
+        ("search.max_failures", None),
+        ("train.fast_update", None),
+        ("train.train_batch_size", None),
+        ("checkpoint.keep_best_trials", None),
+        ("race.max_share", "0.55"),
+        ("race.max_collapse_share", "0.34"),
+        ("race.confidence", "0.95"),
+        ("search.lr_points", None),
+    ]:
         row = next(line for line in documented.splitlines() if line.startswith(f"| `{name}` |"))
         assert default is None or f"| `{default}` |" in row, row
 

@@ -37,8 +37,11 @@ def study_dict(model: str, dtype: str, workdir: Path) -> dict:
     return {
         "name": "full-size",
         "model": {"name": model, "dtype": dtype},
-        "task": {"train_prompts": str(workdir / "prompts.txt"), "eval_prompts": str(workdir / "eval.txt"),
-                 "eval_samples_per_prompt": 2},
+        "task": {
+            "train_prompts": str(workdir / "prompts.txt"),
+            "eval_prompts": str(workdir / "eval.txt"),
+            "eval_samples_per_prompt": 2,
+        },
         "train": {"epochs": 1, "seed": 0, "learning_rate": 1e-6, "num_generations": 2, "max_new_tokens": 8},
         "resources": {"cpu": 2, "gpu": 0},
     }
@@ -142,7 +145,9 @@ def test_full_size_model_trains_saves_restores_and_evaluates_on_cpu(tmp_path):
         for leftover in tmp_path.glob("*/ckpt"):
             shutil.rmtree(leftover, ignore_errors=True)
     (tmp_path / "figures.json").write_text(json.dumps(rows, indent=2))  # the figures, also without -s
-    print(f"\nfull-size model on CPU, 1 prompt x 2 generations x 8 tokens, 1 epoch ({time.perf_counter() - started:.0f} s in all):")
+    print(
+        f"\nfull-size model on CPU, 1 prompt x 2 generations x 8 tokens, 1 epoch ({time.perf_counter() - started:.0f} s in all):"
+    )
     for row in rows:
         print(
             f"  {row['dtype']:8s} {row['model'] if row['model'] == MODEL else 'local save_pretrained folder (pad = eos)'}: "

@@ -67,7 +67,11 @@ def test_the_dry_run_streams_every_section_in_the_issues_order_and_each_check_ho
 
 def test_describe_keeps_failed_and_partial_rows_readable():
     rows = [
-        {"section": "packing", "seconds": 9.0, "rows": [{"packing": 4, "error": "SystemExit: packing 4: 1 trial(s) failed: CUDA out of memory"}]},
+        {
+            "section": "packing",
+            "seconds": 9.0,
+            "rows": [{"packing": 4, "error": "SystemExit: packing 4: 1 trial(s) failed: CUDA out of memory"}],
+        },
         {"section": "checkpoint", "seconds": 3.0, "error": "killed at its deadline (180 s)", "save_s": 40.0},
         {"section": "search", "seconds": 0, "skipped": "needs ~120 s, 50 s left of --deadline 450"},
     ]

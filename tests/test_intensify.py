@@ -92,8 +92,7 @@ def test_compute_saved_on_a_cut_contender_buys_the_survivors_more_seeds():
     assert {len(r["seeds"]) for r in policy.summary()["final"] if r["contender"] != "bad"} == {7}
     assert policy.spent <= 16
     # Without the cut (a level nothing reaches) the same budget gives each of the three 5 seeds (2, 4, then 1 more).
-    strict = Intensifier(["base", "good", "bad"], RaceSpec(min_seeds=2, max_seeds=8, cut_level=0.01), SEEDS,
-                         budget=16, worst=0.0)
+    strict = Intensifier(["base", "good", "bad"], RaceSpec(min_seeds=2, max_seeds=8, cut_level=0.01), SEEDS, budget=16, worst=0.0)
     drive(strict, with_bad)
     assert {len(r["seeds"]) for r in strict.summary()["final"]} == {5} and strict.spent == 15
 
@@ -118,16 +117,28 @@ def test_a_single_contender_goes_straight_to_the_gate():
 
 
 def test_the_gate_recommends_a_winner_that_beats_the_baseline_on_every_seed():
-    result = gate([0.40, 0.35, 0.45, 0.38], [0.10, 0.12, 0.08, 0.11], collapsed=[False] * 4, worst=0.0,
-                  max_collapse_share=0.25, confidence=0.9)
+    result = gate(
+        [0.40, 0.35, 0.45, 0.38],
+        [0.10, 0.12, 0.08, 0.11],
+        collapsed=[False] * 4,
+        worst=0.0,
+        max_collapse_share=0.25,
+        confidence=0.9,
+    )
     assert result["recommend"] and result["margin_lower"] > 0.2 and not result["second_look"]
     d = np.array([0.30, 0.23, 0.37, 0.27])  # the 90% one-sided t bound: mean - t(0.90, 3)·sd/sqrt(4)
     assert result["confidence"] == 0.9 and result["margin_lower"] == pytest.approx(d.mean() - 1.637744 * d.std(ddof=1) / 2)
 
 
 def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
-    result = gate([0.9, 0.0, 0.9, 0.0], [0.1, 0.1, 0.1, 0.1], collapsed=[False, True, False, True], worst=0.0,
-                  max_collapse_share=0.25, confidence=0.9)
+    result = gate(
+        [0.9, 0.0, 0.9, 0.0],
+        [0.1, 0.1, 0.1, 0.1],
+        collapsed=[False, True, False, True],
+        worst=0.0,
+        max_collapse_share=0.25,
+        confidence=0.9,
+    )
     assert not result["recommend"]
     assert "collapsed on 2 of 4 seeds" in result["reason"]
     assert result["collapse"]["share"] == 0.5 and result["collapse"]["wilson95"][0] < 0.5 < result["collapse"]["wilson95"][1]
@@ -135,24 +146,38 @@ def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
 
 def test_the_gate_refuses_a_winner_whose_margin_bound_is_not_above_zero():
     # The bench's seed-2 case: the recommended config scored 0 on all 4 confirmation seeds.
-    result = gate([0.0, 0.0, 0.0, 0.0], [0.1, 0.05, 0.2, 0.1], collapsed=[True] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9)
+    result = gate(
+        [0.0, 0.0, 0.0, 0.0], [0.1, 0.05, 0.2, 0.1], collapsed=[True] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9
+    )
     assert not result["recommend"] and "lower bound" in result["reason"] and not result["second_look"]  # behind: no second look
     # A mean margin of +0.1 on 4 noisy seeds is not shown either: lower bound below 0.
-    noisy = gate([0.6, 0.1, 0.5, 0.2], [0.2, 0.3, 0.3, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9)
+    noisy = gate(
+        [0.6, 0.1, 0.5, 0.2], [0.2, 0.3, 0.3, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9
+    )
     assert noisy["margin"]["mean"] == pytest.approx(0.1) and noisy["margin_lower"] < 0 and not noisy["recommend"]
     assert noisy["second_look"]  # ahead on the mean: more paired seeds may show it
 
 
 def test_a_diverged_confirmation_run_counts_in_the_gate_as_the_worst_value():
-    clean = gate([0.4, 0.4, 0.45, 0.42], [0.2, 0.2, 0.22, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.3, confidence=0.9)
-    flaky = gate([0.4, None, 0.45, 0.42], [0.2, 0.2, 0.22, 0.2], collapsed=[False, True, False, False], worst=0.0,
-                 max_collapse_share=0.3, confidence=0.9)
+    clean = gate(
+        [0.4, 0.4, 0.45, 0.42], [0.2, 0.2, 0.22, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.3, confidence=0.9
+    )
+    flaky = gate(
+        [0.4, None, 0.45, 0.42],
+        [0.2, 0.2, 0.22, 0.2],
+        collapsed=[False, True, False, False],
+        worst=0.0,
+        max_collapse_share=0.3,
+        confidence=0.9,
+    )
     assert clean["recommend"] and not flaky["recommend"]
     assert flaky["margin"]["n"] == 4 and flaky["margin"]["mean"] == pytest.approx((0.2 - 0.2 + 0.23 + 0.22) / 4)
 
 
 def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
-    result = gate([0.2] * 4, [0.2] * 4, collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, winner_is_baseline=True, confidence=0.9)
+    result = gate(
+        [0.2] * 4, [0.2] * 4, collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, winner_is_baseline=True, confidence=0.9
+    )
     assert not result["recommend"] and "the race kept the baseline" in result["reason"]
     assert result["margin"]["mean"] == 0.0  # the figures beside it are still computed
 
@@ -185,7 +210,13 @@ def test_a_small_study_is_fitted_and_says_so_in_one_line():
 
 def test_numbers_set_explicitly_that_cannot_fit_are_refused_naming_field_value_and_fix():
     with pytest.raises(PlanError) as caught:
-        plan(RaceSpec(top_k=4, confirm_seeds=8), search_epochs=8, run_epochs=2, available=3, baseline=True,
-             explicit={"top_k", "confirm_seeds"})
+        plan(
+            RaceSpec(top_k=4, confirm_seeds=8),
+            search_epochs=8,
+            run_epochs=2,
+            available=3,
+            baseline=True,
+            explicit={"top_k", "confirm_seeds"},
+        )
     message = str(caught.value)
     assert "race.top_k 4" in message and "race.confirm_seeds 8" in message and "search.num_samples" in message

@@ -3,6 +3,7 @@
 docs/development.md states the rule; this test reads every module's imports (the ones inside
 functions too, which is where the lazy heavy imports live) and names any that runs back up.
 """
+
 import ast
 from pathlib import Path
 
@@ -41,8 +42,11 @@ def imported(source: str) -> list[tuple[int, tuple[str, ...]]]:
 def upward_imports(path: Path, source: str) -> list[str]:
     relative = path.relative_to(PACKAGE).parts
     own = rank(relative) if len(relative) > 1 else len(LAYERS)
-    return [f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
-            for line, parts in imported(source) if rank(parts) > own]
+    return [
+        f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
+        for line, parts in imported(source)
+        if rank(parts) > own
+    ]
 
 
 def test_no_module_imports_a_higher_layer():
@@ -55,8 +59,7 @@ def test_no_module_imports_a_higher_layer():
 def test_every_module_lives_in_a_layer():
     top = {path.name for path in PACKAGE.glob("*.py")}
     assert top == TOP_LEVEL
-    folders = {path.parent.relative_to(PACKAGE).parts[0] for path in PACKAGE.rglob("*.py")
-               if path.parent != PACKAGE}
+    folders = {path.parent.relative_to(PACKAGE).parts[0] for path in PACKAGE.rglob("*.py") if path.parent != PACKAGE}
     assert folders == set(LAYERS) | {DATA}
     assert (PACKAGE / DATA / "__init__.py").read_text().strip() == ""
 
@@ -65,8 +68,7 @@ def test_the_check_catches_an_upward_import():
     # The rule can fail: a core module importing the search layer, lazily inside a function.
     source = "def f():\n    from ratiotune.search import race\n    import ratiotune.results.report\n"
     problems = upward_imports(PACKAGE / "core" / "example.py", source)
-    assert problems == ["core/example.py:2 imports ratiotune.search",
-                        "core/example.py:3 imports ratiotune.results.report"]
+    assert problems == ["core/example.py:2 imports ratiotune.search", "core/example.py:3 imports ratiotune.results.report"]
     # ... and lets a downward one through.
     assert upward_imports(PACKAGE / "search" / "example.py", "from ratiotune.core import study\n") == []
 
@@ -83,8 +85,11 @@ def concrete_task_imports(path: Path, source: str) -> list[str]:
     relative = path.relative_to(PACKAGE).parts
     if relative[0] == "tasks":
         return []
-    return [f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
-            for line, parts in imported(source) if parts[:1] == ("tasks",) and parts[:2] not in TASK_CONTRACT]
+    return [
+        f"{path.relative_to(PACKAGE)}:{line} imports ratiotune.{'.'.join(parts)}"
+        for line, parts in imported(source)
+        if parts[:1] == ("tasks",) and parts[:2] not in TASK_CONTRACT
+    ]
 
 
 def test_search_and_results_know_no_concrete_task():
@@ -103,5 +108,6 @@ def test_search_and_results_know_no_concrete_task():
 def test_the_concrete_task_check_can_fail():
     source = "def f():\n    from ratiotune.tasks.length_ratio import make_task\n    from ratiotune.tasks import load_task\n"
     assert concrete_task_imports(PACKAGE / "search" / "example.py", source) == [
-        "search/example.py:2 imports ratiotune.tasks.length_ratio"]
+        "search/example.py:2 imports ratiotune.tasks.length_ratio"
+    ]
     assert concrete_task_imports(PACKAGE / "tasks" / "example.py", source) == []

@@ -25,7 +25,9 @@ def test_estimate_counts_float32_masters_and_adamw_whatever_the_compute_dtype():
     assert bf16.weights == fp32.weights == 2 * 4 * QWEN25_05B.parameters()  # two agents' float32 masters
     assert bf16.optimizer == 2 * bf16.weights  # two float32 moments per parameter
     assert bf16.gradients == bf16.weights / 2  # freed after each agent's step: one agent's at a time
-    parallel = estimate(QWEN25_05B, dtype="bfloat16", num_generations=8, max_new_tokens=128, prompt_tokens=32, on_gpu=True, parallel=True)
+    parallel = estimate(
+        QWEN25_05B, dtype="bfloat16", num_generations=8, max_new_tokens=128, prompt_tokens=32, on_gpu=True, parallel=True
+    )
     assert parallel.gradients == bf16.weights  # one GPU per agent: both update at once
     more = estimate(QWEN25_05B, dtype="bfloat16", num_generations=16, max_new_tokens=128, prompt_tokens=32, on_gpu=True)
     copy = QWEN25_05B.parameters() * 2  # autocast's bf16 copy of one agent's weights: not per token

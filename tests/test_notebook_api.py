@@ -23,11 +23,24 @@ def experiment(tmp_path_factory):
     root = tmp_path_factory.mktemp("notebook")
     study = tiny_study_dict(
         root / "prompts",
-        search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2,
-                "space": {"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
-                          "num_generations": {"type": "choice", "values": [2, 4]}}},
-        race={"enabled": True, "top_k": 2, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
-              "second_look_seeds": 0},
+        search={
+            "num_samples": 3,
+            "max_concurrent_trials": 2,
+            "objective_window": 2,
+            "space": {
+                "learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
+                "num_generations": {"type": "choice", "values": [2, 4]},
+            },
+        },
+        race={
+            "enabled": True,
+            "top_k": 2,
+            "min_seeds": 2,
+            "max_seeds": 2,
+            "confirm_seeds": 2,
+            "max_share": 0.8,
+            "second_look_seeds": 0,
+        },
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     done = run_cli("search", str(root / "study.yaml"), "--storage", str(root / "results"), "--name", "nb")
@@ -75,8 +88,18 @@ def test_race_runs_are_a_dataframe_that_adds_up_to_the_race_summary(experiment):
 
     exp = ratiotune.read_experiment(experiment)
     runs = exp.race_runs()
-    assert {"round", "phase", "contender", "learning_rate", "num_generations", "seed", "objective",
-            "test/in_range_fraction", "collapsed", "agents"} <= set(runs.columns)
+    assert {
+        "round",
+        "phase",
+        "contender",
+        "learning_rate",
+        "num_generations",
+        "seed",
+        "objective",
+        "test/in_range_fraction",
+        "collapsed",
+        "agents",
+    } <= set(runs.columns)
     confirm = runs[runs.phase == "confirmation"]
     assert set(runs.phase) == {"selection", "confirmation"} and runs.phase.iloc[0] == "selection"
     rec = exp.recommended()
@@ -128,8 +151,19 @@ def test_analysis_scripts_use_the_api_and_rank_a_minimised_metric_downwards(expe
     assert row["recommended"] == rec.which and row["honest mean (test/in_range_fraction)"] == rec.figures["mean"]
 
     done = subprocess.run(
-        [sys.executable, "analysis/compare_trials.py", str(experiment), "--out", str(tmp_path), "--metric", "system/epoch_seconds"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "analysis/compare_trials.py",
+            str(experiment),
+            "--out",
+            str(tmp_path),
+            "--metric",
+            "system/epoch_seconds",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "ranked by system/epoch_seconds (min" in done.stdout

@@ -118,7 +118,11 @@ def start_dashboard(experiment_dir: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "ratiotune", "dashboard", str(experiment_dir), "--port", str(port)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 120  # only a guard against a hang
     while True:
@@ -167,21 +171,39 @@ def test_a_search_on_a_sqlite_url_is_watched_live_and_its_name_is_taken(tiny_stu
     """--optuna-storage puts the study in that database (not the journal), the dashboard shows it while
     the search runs, and the name is then taken in that database. One search for the three facts."""
     # 400 epochs: still running when the dashboard has started (the test kills it then).
-    study = {**tiny_study, "train": {**tiny_study["train"], "epochs": 400},
-             "search": {**tiny_study["search"], "num_samples": 1, "max_concurrent_trials": 1}}
+    study = {
+        **tiny_study,
+        "train": {**tiny_study["train"], "epochs": 400},
+        "search": {**tiny_study["search"], "num_samples": 1, "max_concurrent_trials": 1},
+    }
     path = write_study(study)
     database = f"sqlite:///{tmp_path / 'studies.db'}"
     experiment = tmp_path / "results" / "live"
     log = tmp_path / "search.log"
     search = subprocess.Popen(
-        [sys.executable, "-m", "ratiotune", "search", str(path), "--storage", str(tmp_path / "results"),
-         "--name", "live", "--optuna-storage", database],
-        cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT, env={**os.environ, "RAY_ADDRESS": "local"},
+        [
+            sys.executable,
+            "-m",
+            "ratiotune",
+            "search",
+            str(path),
+            "--storage",
+            str(tmp_path / "results"),
+            "--name",
+            "live",
+            "--optuna-storage",
+            database,
+        ],
+        cwd=REPO,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "RAY_ADDRESS": "local"},
         start_new_session=True,
     )
     server = None
     try:
         deadline = time.monotonic() + 300  # only a guard against a hang
+
         def reported() -> bool:
             try:
                 return any(t.intermediate_values for t in stored_trials(experiment))
@@ -210,7 +232,9 @@ def test_a_search_on_a_sqlite_url_is_watched_live_and_its_name_is_taken(tiny_stu
     assert "Traceback" not in again.stderr and not (tmp_path / "other").exists()
     bad = run_cli("search", str(path), "--optuna-storage", "studies.db")
     assert bad.returncode == 2 and "optuna_storage: 'studies.db' is not an Optuna database URL" in bad.stderr, bad.stderr
-    unreachable = run_cli("search", str(path), "--storage", str(tmp_path / "none"), "--optuna-storage", "sqlite:////no-such-dir/x.db")
+    unreachable = run_cli(
+        "search", str(path), "--storage", str(tmp_path / "none"), "--optuna-storage", "sqlite:////no-such-dir/x.db"
+    )
     assert unreachable.returncode == 2 and "search.optuna_storage: " in unreachable.stderr, unreachable.stderr
     assert "cannot open it" in unreachable.stderr and "Traceback" not in unreachable.stderr
     assert not (tmp_path / "none").exists()
@@ -237,8 +261,12 @@ def searcher(tmp_path: Path) -> StoredOptunaSearch:
     from ray.tune.search.sample import loguniform
 
     search = StoredOptunaSearch(
-        location=str(tmp_path / JOURNAL_FILE), study_name="s", baseline={"learning_rate": 1e-3}, epochs=2,
-        experiment_dir=str(tmp_path), sampler=optuna.samplers.RandomSampler(seed=0),
+        location=str(tmp_path / JOURNAL_FILE),
+        study_name="s",
+        baseline={"learning_rate": 1e-3},
+        epochs=2,
+        experiment_dir=str(tmp_path),
+        sampler=optuna.samplers.RandomSampler(seed=0),
     )
     search.set_search_properties("search/objective", "max", {"learning_rate": loguniform(1e-4, 1e-2)})
     return search
@@ -275,9 +303,12 @@ def test_early_stopped_errored_and_diverged_trials_get_the_state_that_says_so(tm
     search.on_trial_complete("stopped", {"search/objective": 0.3, "training_iteration": 1})  # ASHA's STOP comes here
     search.on_trial_result("errored", {"search/objective": 0.1, "training_iteration": 1})
     search.on_trial_complete("errored", error=True)
-    search.on_trial_complete("diverged", {"search/objective": float("nan"), "training_iteration": 1,
-                                          "infeasible_reason": "non-finite loss"})
-    stopped, errored, diverged = optuna.load_study(study_name="s", storage=open_storage(str(tmp_path / JOURNAL_FILE))).get_trials()
+    search.on_trial_complete(
+        "diverged", {"search/objective": float("nan"), "training_iteration": 1, "infeasible_reason": "non-finite loss"}
+    )
+    stopped, errored, diverged = optuna.load_study(
+        study_name="s", storage=open_storage(str(tmp_path / JOURNAL_FILE))
+    ).get_trials()
     assert stopped.state == TrialState.PRUNED and stopped.value == 0.3 and stopped.intermediate_values == {1: 0.3}
     assert errored.state == TrialState.FAIL and "error.txt" in errored.user_attrs["failure"]
     assert errored.user_attrs["epochs"] == 1 and errored.intermediate_values == {1: 0.1}
@@ -295,8 +326,8 @@ def scalars(event_file: Path) -> dict[str, dict[int, float]]:
 
     data, found, offset = event_file.read_bytes(), {}, 0
     while offset + 12 <= len(data):
-        (length,) = struct.unpack("<Q", data[offset:offset + 8])
-        event = Event.FromString(data[offset + 12:offset + 12 + length])  # 8 length + 4 its crc
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        event = Event.FromString(data[offset + 12 : offset + 12 + length])  # 8 length + 4 its crc
         offset += 12 + length + 4  # + the data's crc
         for value in event.summary.value:
             found.setdefault(value.tag, {})[event.step] = value.simple_value

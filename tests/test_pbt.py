@@ -21,8 +21,13 @@ def pbt_study(prompt_dir, **scheduler) -> dict:
             "num_samples": 4,
             "max_concurrent_trials": 2,
             "sampler": "tpe",  # set explicitly: PBT does not use it and says so
-            "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5,
-                          "resample_probability": 0.5, **scheduler},
+            "scheduler": {
+                "type": "pbt",
+                "perturbation_interval": 2,
+                "quantile_fraction": 0.5,
+                "resample_probability": 0.5,
+                **scheduler,
+            },
         },
         checkpoint={"num_to_keep": 1},
     )
@@ -96,10 +101,7 @@ def pbt_experiment(tmp_path_factory):
 def test_pbt_mutates_the_learning_rate_mid_run(pbt_experiment):
     rows = pbt_experiment["rows"]
     assert len(rows) == 4
-    mutated = [
-        name for name, trial in rows.items()
-        if len({row["config"]["learning_rate"] for row in trial}) > 1
-    ]
+    mutated = [name for name, trial in rows.items() if len({row["config"]["learning_rate"] for row in trial}) > 1]
     # Synchronous PBT: at epochs 2 and 4 the bottom 2 of 4 always exploit (and resample or scale lr).
     assert mutated, {name: [r["config"]["learning_rate"] for r in trial] for name, trial in rows.items()}
     for trial in rows.values():
@@ -124,7 +126,8 @@ def test_optimizer_lr_follows_the_mutated_config(pbt_experiment):
     for name, trial in pbt_experiment["rows"].items():
         for row in trial:
             assert row["system/optimizer_lr"] == pytest.approx(row["config"]["learning_rate"], rel=1e-12), (
-                name, row["epoch"],
+                name,
+                row["epoch"],
             )
 
 

@@ -23,7 +23,9 @@ def test_the_header_names_the_plan_and_says_nothing_of_reward_scale_without_norm
     study = load_study(REPO / "studies" / "smoke.yaml", ["train.advantage_normalization=false"])
     lines = header(study, "studies/smoke.yaml", "results/smoke", None)
     assert lines[0].startswith("study smoke (studies/smoke.yaml): model builtin:tiny, 12 epochs per trial")
-    assert any(line.startswith("plan: 10 trials (staged sampler; every trial trains all its epochs), 2 at a time") for line in lines)
+    assert any(
+        line.startswith("plan: 10 trials (staged sampler; every trial trains all its epochs), 2 at a time") for line in lines
+    )
     assert not any(line.startswith("note:") for line in lines), lines
 
 

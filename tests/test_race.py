@@ -6,7 +6,6 @@ race after a real search."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,8 +22,14 @@ def run(contender: int, seed: int, values: list[float], test: dict | None = None
     if test:
         rows[-1].update(test)
     if infeasible:
-        rows.append({"epoch": len(rows) + 1, "eval/in_range_fraction": float("nan"), "infeasible": 1,
-                     "infeasible_reason": "non-finite loss"})
+        rows.append(
+            {
+                "epoch": len(rows) + 1,
+                "eval/in_range_fraction": float("nan"),
+                "infeasible": 1,
+                "infeasible_reason": "non-finite loss",
+            }
+        )
     return TrialResult(f"c{contender}_seed{seed}", Path("."), {CONTENDER_KEY: contender, SEED_KEY: seed}, rows)
 
 
@@ -92,7 +97,12 @@ def test_the_honest_figure_counts_a_diverged_run_as_the_worst_value_in_n(tiny_st
     assert result["collapse"] == {"collapsed": 2, "n": 4} and result["collapsed_fraction"] == 0.5
     # One new run, stated as what it is: a collapse chance, and the range of the runs that learned.
     prediction = result["prediction"]
-    assert (prediction["collapsed"], prediction["n"], prediction["landing"], prediction["landing_chance"]) == (2, 4, [0.4, 0.5], 1 / 3)
+    assert (prediction["collapsed"], prediction["n"], prediction["landing"], prediction["landing_chance"]) == (
+        2,
+        4,
+        [0.4, 0.5],
+        1 / 3,
+    )
 
 
 def test_a_final_figure_of_zero_is_a_collapse_even_when_rewards_are_not(tiny_study):
@@ -114,11 +124,20 @@ def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float
     tiny_study["search"]["space"]["num_generations"] = {"type": "choice", "values": [2, 4]}
     tiny_study["race"] = {"enabled": True, "max_seeds": 2, "confirm_seeds": 4, "second_look_seeds": 0, "fallbacks": 0}
     study = validate_study(tiny_study)
-    field = [Contender(BASELINE, {"learning_rate": 1e-3, "num_generations": 2}, None),
-             Contender("trial_a", {"learning_rate": 3e-3, "num_generations": 4}, 0.6)]
+    field = [
+        Contender(BASELINE, {"learning_rate": 1e-3, "num_generations": 2}, None),
+        Contender("trial_a", {"learning_rate": 3e-3, "num_generations": 4}, 0.6),
+    ]
     the_plan = plan(study.race, search_epochs=1000, run_epochs=2, available=1, baseline=True)
-    protocol = Race([BASELINE, "trial_a"], runners_up=[], settings=study.race, plan=the_plan, baseline=BASELINE,
-                    seed=lambda j: 1 + j, worst=0.0)
+    protocol = Race(
+        [BASELINE, "trial_a"],
+        runners_up=[],
+        settings=study.race,
+        plan=the_plan,
+        baseline=BASELINE,
+        seed=lambda j: 1 + j,
+        worst=0.0,
+    )
     trials = []
     while (stage := protocol.ask()) is not None:
         for r in stage.requests:
@@ -126,7 +145,12 @@ def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float
                 protocol.tell(r, 0.5 if r.contender == "trial_a" else 0.2)
                 continue
             value = (winner_test if r.contender == "trial_a" else baseline_test)[r.seed - 3]
-            trial = run(0 if r.contender == BASELINE else 1, r.seed, [0.3], test={"test/in_range_fraction": value, "test/mean_reward": value})
+            trial = run(
+                0 if r.contender == BASELINE else 1,
+                r.seed,
+                [0.3],
+                test={"test/in_range_fraction": value, "test/mean_reward": value},
+            )
             trials.append(trial)
             protocol.tell(r, value, value == 0.0)
     assert protocol.result()["selection_winner"] == "trial_a" and protocol.result()["confirm_seeds"] == [3, 4, 5, 6]
@@ -168,8 +192,11 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
         return TrialResult(name, tmp_path, {"learning_rate": lr}, rows, ray_status="TERMINATED")
 
     # ASHA stopped trial_b after 1 of 2 epochs: the search spent 5 trial-epochs, not 3 x 2.
-    experiment = Experiment(tmp_path, study, [trial("trial_base", 1e-3, [0.1, 0.2]), trial("trial_a", 3e-3, [0.3, 0.5]),
-                                              trial("trial_b", 5e-3, [0.05])])
+    experiment = Experiment(
+        tmp_path,
+        study,
+        [trial("trial_base", 1e-3, [0.1, 0.2]), trial("trial_a", 3e-3, [0.3, 0.5]), trial("trial_b", 5e-3, [0.05])],
+    )
     fitted, challengers = plan_race(experiment)
     assert [c.name for c in challengers] == ["trial_a"]  # the best challenger; the baseline is the incumbent
     assert "the search spent 5" in fitted.fitted
@@ -189,10 +216,16 @@ def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object], **rac
     tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95, **race}
     study = validate_study(tiny_study)
     lrs = {"baseline": 1e-3, "trial_good": 3e-3, "trial_mid": 5e-3, "trial_bad": 8e-3}
-    search = [TrialResult(name, tmp_path, {"learning_rate": lr},
-                          [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in ((1, 0.1), (2, score))],
-                          ray_status="TERMINATED")
-              for (name, lr), score in zip(lrs.items(), (0.1, 0.6, 0.5, 0.4))]
+    search = [
+        TrialResult(
+            name,
+            tmp_path,
+            {"learning_rate": lr},
+            [{"epoch": e, "eval/in_range_fraction": v, "search/objective": v} for e, v in ((1, 0.1), (2, score))],
+            ray_status="TERMINATED",
+        )
+        for (name, lr), score in zip(lrs.items(), (0.1, 0.6, 0.5, 0.4))
+    ]
     asked: list[list[dict]] = []
 
     def fake_round(study, folder, runs, field):
@@ -216,8 +249,12 @@ def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object], **rac
 
 
 def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner(tiny_study, tmp_path, monkeypatch):
-    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.5 + 0.01 * (s % 3),
-             "trial_mid": lambda s: 0.3, "trial_bad": lambda s: 0.0}
+    table = {
+        "baseline": lambda s: 0.2,
+        "trial_good": lambda s: 0.5 + 0.01 * (s % 3),
+        "trial_mid": lambda s: 0.3,
+        "trial_bad": lambda s: 0.0,
+    }
     summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
     first = asked[0]
     # Round 0: every contender, the baseline included, on the same two fresh seeds.
@@ -237,21 +274,34 @@ def test_a_winner_ahead_on_the_mean_but_not_shown_better_gets_a_second_look(tiny
     # the margin's bound is below 0 (mean 0.175: three of six at -0.15); the winner leads on the
     # mean, so both train on race.second_look_seeds (4 here) more seeds (15-18), and on all 10 the
     # bound (one-sided 98.3%: the race's 5% over its 3 looks) is 0.056 > 0.
-    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.05 if s in (10, 12, 14) else 0.7,
-             "trial_mid": lambda s: 0.1, "trial_bad": lambda s: 0.0}
+    table = {
+        "baseline": lambda s: 0.2,
+        "trial_good": lambda s: 0.05 if s in (10, 12, 14) else 0.7,
+        "trial_mid": lambda s: 0.1,
+        "trial_bad": lambda s: 0.0,
+    }
     summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, confirm_seeds=6, second_look_seeds=4)
     assert {r[SEED_KEY] for r in asked[-2]} == set(range(9, 15))
     assert {r[SEED_KEY] for r in asked[-1]} == set(range(15, 19)) and {r[CONTENDER_KEY] for r in asked[-1]} == {0, 1}
     assert summary["gate"]["look"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
     assert summary["gate"]["margin"]["n"] == 10 and summary["gate"]["recommend"]
-    assert summary["gate"]["confidence"] == pytest.approx(1 - 0.05 / 3) and summary["gate"]["margin_lower"] == pytest.approx(0.056, abs=0.001)
-    assert "one-sided 98.3% lower bound of the paired margin over the baseline 0.056 on 10 seeds (look 2 of up to 3" in headline(summary)[0]
+    assert summary["gate"]["confidence"] == pytest.approx(1 - 0.05 / 3) and summary["gate"]["margin_lower"] == pytest.approx(
+        0.056, abs=0.001
+    )
+    assert (
+        "one-sided 98.3% lower bound of the paired margin over the baseline 0.056 on 10 seeds (look 2 of up to 3"
+        in headline(summary)[0]
+    )
     assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
 
 
 def test_race_that_keeps_the_baseline_confirms_the_best_challenger_beside_it(tiny_study, tmp_path, monkeypatch):
-    table = {"baseline": lambda s: 0.4, "trial_good": lambda s: 0.3, "trial_mid": lambda s: 0.1,
-             "trial_bad": lambda s: None}  # diverges on every seed: scored 0, counted
+    table = {
+        "baseline": lambda s: 0.4,
+        "trial_good": lambda s: 0.3,
+        "trial_mid": lambda s: 0.1,
+        "trial_bad": lambda s: None,
+    }  # diverges on every seed: scored 0, counted
     summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table)
     assert summary["race_kept_baseline"] and summary["selection"]["winner"] == "baseline"
     bad = next(r for r in summary["selection"]["final"] if r["contender"] == "trial_bad")
@@ -265,8 +315,12 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
     # top_k 1: only trial_good races. It ends at 0 on every confirmation seed (collapsed 6 of 6), so
     # the gate refuses it for the collapse bound; trial_mid, the search's next config, trains on the
     # same six seeds (the baseline's runs reused) and is confirmed.
-    table = {"baseline": lambda s: 0.2, "trial_good": lambda s: 0.0 if s >= 9 else 0.6,
-             "trial_mid": lambda s: 0.5, "trial_bad": lambda s: 0.4}
+    table = {
+        "baseline": lambda s: 0.2,
+        "trial_good": lambda s: 0.0 if s >= 9 else 0.6,
+        "trial_mid": lambda s: 0.5,
+        "trial_bad": lambda s: 0.4,
+    }
     summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, confirm_seeds=6)
     fallback = asked[-1]
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in fallback) == [(2, s) for s in range(9, 15)]  # no baseline runs
@@ -277,7 +331,9 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
     assert summary["recommended"]["hyperparameters"]["learning_rate"] == pytest.approx(5e-3)
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_mid"]  # retrain's candidates: not trial_good
     lines = headline(summary)
-    assert lines[0].startswith("confirmed: lr 0.005") and lines[2].startswith("passed over (1): lr 0.003: mean 0.000, collapsed 6 of 6")
+    assert lines[0].startswith("confirmed: lr 0.005") and lines[2].startswith(
+        "passed over (1): lr 0.003: mean 0.000, collapsed 6 of 6"
+    )
     assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
 
 

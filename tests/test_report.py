@@ -111,7 +111,10 @@ def test_errored_and_infeasible_trials_are_counted_and_warned(experiment, tmp_pa
 def test_compare_trials_script_with_another_metric(experiment, tmp_path):
     done = subprocess.run(
         [sys.executable, "analysis/compare_trials.py", str(experiment), "--out", str(tmp_path), "--metric", "eval/mean_reward"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "report.md").read_text()
@@ -194,19 +197,36 @@ def test_read_experiment_gives_the_report_tables_as_dataframes(experiment):
 def test_analysis_scripts_run_on_an_experiment(experiment, tmp_path):
     compare = subprocess.run(
         [sys.executable, "analysis/compare_experiments.py", str(experiment), str(experiment), "--out", str(tmp_path / "c.png")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert compare.returncode == 0, compare.stderr[-3000:]
     assert compare.stdout.count("norm_on") >= 4 and (tmp_path / "c.png").read_bytes().startswith(PNG_MAGIC)
     plot = subprocess.run(
-        [sys.executable, "analysis/plot_metric.py", str(experiment), "--metric", "train/mean_reward", "--out", str(tmp_path / "m.png")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "analysis/plot_metric.py",
+            str(experiment),
+            "--metric",
+            "train/mean_reward",
+            "--out",
+            str(tmp_path / "m.png"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert plot.returncode == 0, plot.stderr[-3000:]
     assert plot.stdout.startswith("train/mean_reward: 3 trials") and (tmp_path / "m.png").read_bytes().startswith(PNG_MAGIC)
     bad = subprocess.run(
         [sys.executable, "analysis/plot_metric.py", str(experiment), "--metric", "nope/x", "--out", str(tmp_path / "x.png")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert bad.returncode == 2 and "nope/x" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -80,7 +80,8 @@ def saved_state(experiment_dir: Path) -> dict[str, tuple[str, int]]:
         manager = _TrainingRunMetadata.from_json_state(metadata_json).checkpoint_manager
         latest = manager.latest_checkpoint_result if manager else None
         saved[str(trial.get("relative_logdir") or trial.get("trial_id"))] = (
-            trial["status"], int(latest.metrics["epoch"]) if latest else 0,
+            trial["status"],
+            int(latest.metrics["epoch"]) if latest else 0,
         )
     return saved
 

@@ -158,13 +158,27 @@ def test_a_diverged_seed_counts_as_the_worst_value_and_a_retried_crash_counts(ti
             values.update({"test/in_range_fraction": test_value, "test/mean_reward": test_value})
         return values
 
-    runs = Experiment(tmp_path, study, [
-        TrialResult("rank1_seed1", tmp_path, {RANK_KEY: 1, SEED_KEY: 1}, [row(1, 0.1), row(2, 0.5, 0.4)],
-                    error="Failure # 1 (occurred at 2026-12-03)\nRuntimeError: the worker died", max_failures=2),
-        TrialResult("rank1_seed2", tmp_path, {RANK_KEY: 1, SEED_KEY: 2},
-                    [row(1, 0.2), {**row(2, float("nan")), "infeasible": 1, "infeasible_reason": "non-finite loss"}]),
-        TrialResult("rank1_seed3", tmp_path, {RANK_KEY: 1, SEED_KEY: 3}, [row(1, 0.3), row(2, 0.7, 0.2)]),
-    ])
+    runs = Experiment(
+        tmp_path,
+        study,
+        [
+            TrialResult(
+                "rank1_seed1",
+                tmp_path,
+                {RANK_KEY: 1, SEED_KEY: 1},
+                [row(1, 0.1), row(2, 0.5, 0.4)],
+                error="Failure # 1 (occurred at 2026-12-03)\nRuntimeError: the worker died",
+                max_failures=2,
+            ),
+            TrialResult(
+                "rank1_seed2",
+                tmp_path,
+                {RANK_KEY: 1, SEED_KEY: 2},
+                [row(1, 0.2), {**row(2, float("nan")), "infeasible": 1, "infeasible_reason": "non-finite loss"}],
+            ),
+            TrialResult("rank1_seed3", tmp_path, {RANK_KEY: 1, SEED_KEY: 3}, [row(1, 0.3), row(2, 0.7, 0.2)]),
+        ],
+    )
     candidate = Candidate(1, runs.trials[0], {"learning_rate": 1e-3}, {"eval/in_range_fraction": 0.9}, None)
     plan = RetrainPlan(Experiment(tmp_path, study, []), study, [candidate], [1, 2, 3], tmp_path / "out", False)
     summary = summarize(plan, runs)
@@ -187,8 +201,10 @@ def test_retrain_counts_a_final_figure_of_zero_as_a_collapse_as_the_race_does(ti
     study = validate_study(tiny_study)
 
     def run(seed, in_range, reward):
-        rows = [{"epoch": 1, "eval/in_range_fraction": 0.1},
-                {"epoch": 2, "eval/in_range_fraction": 0.2, "test/in_range_fraction": in_range, "test/mean_reward": reward}]
+        rows = [
+            {"epoch": 1, "eval/in_range_fraction": 0.1},
+            {"epoch": 2, "eval/in_range_fraction": 0.2, "test/in_range_fraction": in_range, "test/mean_reward": reward},
+        ]
         return TrialResult(f"rank1_seed{seed}", tmp_path, {RANK_KEY: 1, SEED_KEY: seed}, rows)
 
     runs = Experiment(tmp_path, study, [run(1, 0.0, 0.368), run(2, 0.6, 0.9), run(3, 0.0, 0.0), run(4, 0.5, 0.8)])

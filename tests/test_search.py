@@ -27,20 +27,37 @@ def experiment(tmp_path_factory):
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
         # One look (second_look_seeds 0): the seeds asserted below stay fixed; test_race.py covers the second look.
-        race={"enabled": True, "top_k": 2, "min_seeds": 2, "max_seeds": 2, "confirm_seeds": 2, "max_share": 0.8,
-              "second_look_seeds": 0},
+        race={
+            "enabled": True,
+            "top_k": 2,
+            "min_seeds": 2,
+            "max_seeds": 2,
+            "confirm_seeds": 2,
+            "max_share": 0.8,
+            "second_look_seeds": 0,
+        },
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     wandb_dir = root / "wandb"
     wandb_dir.mkdir()
     result = run_cli(
-        "search", str(root / "study.yaml"), "--storage", str(root / "results"), "--name", "exp",
-        "--wandb", "--wandb-project", "ratiotune-tests",
+        "search",
+        str(root / "study.yaml"),
+        "--storage",
+        str(root / "results"),
+        "--name",
+        "exp",
+        "--wandb",
+        "--wandb-project",
+        "ratiotune-tests",
         env={"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir)},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {
-        "dir": root / "results" / "exp", "stdout": result.stdout, "stderr": result.stderr, "wandb": wandb_dir,
+        "dir": root / "results" / "exp",
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "wandb": wandb_dir,
         "study": root / "study.yaml",
     }
 
@@ -99,8 +116,10 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
     verdict = "# confirmed: " if confirmed_ else "# not confirmed: the baseline stands ("
     assert result.stdout.startswith(verdict), result.stdout
     assert re.search(r"search trial (\S+)\)", result.stdout).group(1) == summary["winner"]["search_trial"]
-    for label, entry in (("winner" if not summary["race_kept_baseline"] else "best challenger", summary["winner"]),
-                         ("baseline", summary["baseline"])):
+    for label, entry in (
+        ("winner" if not summary["race_kept_baseline"] else "best challenger", summary["winner"]),
+        ("baseline", summary["baseline"]),
+    ):
         stats = entry["stats"]
         assert f"# {label} (" in result.stdout
         assert f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean" in result.stdout, result.stdout
@@ -143,8 +162,15 @@ def test_the_race_object_replayed_on_the_recorded_runs_gives_the_recorded_verdic
         for run in load_experiment(folder).trials:
             recorded[(names[run.config[CONTENDER_KEY]], run.config[SEED_KEY])] = run
     plan = RacePlan(**summary["plan"])
-    race = Race(names[: 1 + plan.challengers], runners_up=names[1 + plan.challengers:], settings=study.race, plan=plan,
-                baseline=BASELINE, seed=lambda j: fresh_seeds(study, j, 1)[0], worst=0.0)
+    race = Race(
+        names[: 1 + plan.challengers],
+        runners_up=names[1 + plan.challengers :],
+        settings=study.race,
+        plan=plan,
+        baseline=BASELINE,
+        seed=lambda j: fresh_seeds(study, j, 1)[0],
+        worst=0.0,
+    )
     asked = []
     while (stage := race.ask()) is not None:
         for request in stage.requests:
@@ -187,8 +213,9 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     assert len(run_lines) == race_runs > 0 and any("the baseline, seed" in l for l in run_lines), output
     assert "contender" not in output, output
     # The plan states the race's ceiling; the verdict is printed once (`best` prints the figures).
-    assert any(re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", l)
-               for l in lines), output
+    assert any(
+        re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", l) for l in lines
+    ), output
     assert len([l for l in lines if re.match(r"\s*(not )?confirmed: ", l)]) == 1, output
     log = (experiment["dir"] / "ray.log").read_text()
     assert "Started a local Ray instance" in log
@@ -274,9 +301,7 @@ def test_wandb_offline_writes_one_run_per_trial_with_the_metric(experiment):
 
 def test_an_existing_experiment_is_never_overwritten(experiment):
     before = sorted(p.name for p in experiment["dir"].iterdir())
-    result = run_cli(
-        "search", str(experiment["study"]), "--storage", str(experiment["dir"].parent), "--name", "exp", timeout=60
-    )
+    result = run_cli("search", str(experiment["study"]), "--storage", str(experiment["dir"].parent), "--name", "exp", timeout=60)
     assert result.returncode == 2
     assert "already exists" in result.stderr and "--name" in result.stderr
     assert sorted(p.name for p in experiment["dir"].iterdir()) == before

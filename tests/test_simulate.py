@@ -37,8 +37,19 @@ def write_table(path: Path, seeds=range(6), diverge: tuple | None = None, second
     diverges at epoch 6 on every seed."""
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["learning_rate", "num_generations", "max_new_tokens", "seed", *[f"e{i}" for i in range(1, 13)],
-                         "test_in_range", "collapsed", "diverged_epoch", "seconds"])
+        writer.writerow(
+            [
+                "learning_rate",
+                "num_generations",
+                "max_new_tokens",
+                "seed",
+                *[f"e{i}" for i in range(1, 13)],
+                "test_in_range",
+                "collapsed",
+                "diverged_epoch",
+                "seconds",
+            ]
+        )
         for lr in LRS:
             for gens in (2, 4, 8):
                 for tokens in (16, 32):
@@ -49,8 +60,19 @@ def write_table(path: Path, seeds=range(6), diverge: tuple | None = None, second
                         if diverge == (lr, gens, tokens):
                             curve, diverged = curve[:5], 6
                         test = "" if diverged else f"{top:.4f}"
-                        writer.writerow([lr, gens, tokens, seed, *[f"{v:.4f}" for v in curve] + [""] * (12 - len(curve)),
-                                         test, int(bool(diverged)), diverged, seconds(gens)])
+                        writer.writerow(
+                            [
+                                lr,
+                                gens,
+                                tokens,
+                                seed,
+                                *[f"{v:.4f}" for v in curve] + [""] * (12 - len(curve)),
+                                test,
+                                int(bool(diverged)),
+                                diverged,
+                                seconds(gens),
+                            ]
+                        )
     return path
 
 
@@ -58,7 +80,11 @@ def test_the_truth_comes_from_seeds_no_study_draws(sim, tmp_path):
     table = sim.load_table(write_table(tmp_path / "t.csv", diverge=(1e-3, 8, 32)))
     # Between two grid learning rates: both neighbours, weighted linearly in log lr; on or outside the grid: one.
     (low, w_low), (high, w_high) = table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16})
-    assert (low, high) == ((1e-4, 4, 16), (1e-3, 4, 16)) and w_high == pytest.approx(math.log10(2.9)) and w_low + w_high == pytest.approx(1)
+    assert (
+        (low, high) == ((1e-4, 4, 16), (1e-3, 4, 16))
+        and w_high == pytest.approx(math.log10(2.9))
+        and w_low + w_high == pytest.approx(1)
+    )
     assert table.point({"learning_rate": 1e-3, "num_generations": 4, "max_new_tokens": 16}) == (((1e-3, 4, 16), 1.0),)
     assert table.point({"learning_rate": 5e-5, "num_generations": 4, "max_new_tokens": 16}) == (((1e-4, 4, 16), 1.0),)
     mixed = table.point({"learning_rate": 2.9e-4, "num_generations": 4, "max_new_tokens": 16})
@@ -103,8 +129,16 @@ def test_asha_stops_the_trials_the_rule_says_on_a_hand_made_table(sim, tmp_path)
     from ratiotune.core.objective import trailing_mean
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
-    design = sim.Design("one-at-a-time", ("search.max_concurrent_trials=1", "search.num_samples=10", "search.scheduler.type=asha",
-                                          "search.scheduler.grace_period=2", "search.scheduler.reduction_factor=2"))
+    design = sim.Design(
+        "one-at-a-time",
+        (
+            "search.max_concurrent_trials=1",
+            "search.num_samples=10",
+            "search.scheduler.type=asha",
+            "search.scheduler.grace_period=2",
+            "search.scheduler.reduction_factor=2",
+        ),
+    )
     trials = sim.simulate_search(sim.design_study(design, 3), sim.Draws(table, 3))
     curves = [[trailing_mean(t.run.curve[:e], 4) for e in range(1, 13)] for t in trials]
     assert [t.epoch for t in trials] == asha_stops(2, 2, 12, curves)
@@ -116,14 +150,18 @@ def test_a_diverged_trial_ends_at_its_nan_epoch(sim, tmp_path):
     study = sim.design_study(sim.Design("fifo", ("search.scheduler.type=fifo", "search.num_samples=3", "race.enabled=false")), 0)
     trials = sim.simulate_search(study, sim.Draws(table, 0))
     baseline = trials[0]  # lr 5e-5 / 8 / 32 maps to (1e-4, 8, 32), which diverges on every seed
-    assert baseline.key == (((1e-4, 8, 32), 1.0),) and baseline.diverged and baseline.epoch == 6 and math.isnan(baseline.objective)
+    assert (
+        baseline.key == (((1e-4, 8, 32), 1.0),) and baseline.diverged and baseline.epoch == 6 and math.isnan(baseline.objective)
+    )
     assert all(t.epoch == 12 for t in trials[1:] if t.key != baseline.key)
 
 
 def test_trials_finish_in_the_order_their_recorded_seconds_say(sim, tmp_path):
     """Two at a time: a slot freed by a fast trial is refilled while the slow one still runs, as under Ray."""
     table = sim.load_table(write_table(tmp_path / "t.csv", seconds=lambda gens: 12.0 * gens))  # 8 gens: 4x 2 gens
-    design = sim.Design("fifo", ("search.sampler=random", "search.scheduler.type=fifo", "search.num_samples=6", "race.enabled=false"))
+    design = sim.Design(
+        "fifo", ("search.sampler=random", "search.scheduler.type=fifo", "search.num_samples=6", "race.enabled=false")
+    )
     trials = sim.simulate_search(sim.design_study(design, 4), sim.Draws(table, 4))
     ended = {t.number: t.ended_at for t in trials}
     assert [t.started_at for t in trials[:2]] == [0.0, 0.0]
@@ -164,8 +202,17 @@ def test_the_simulated_sampler_proposes_what_the_real_search_proposes(sim, tmp_p
     from ratiotune.search.launch import make_searcher, param_space
 
     table = sim.load_table(write_table(tmp_path / "t.csv"))
-    design = sim.Design("seq", ("search.sampler=tpe", "search.max_concurrent_trials=1", "search.num_samples=7", "search.startup_trials=3",
-                                "search.scheduler.type=fifo", "race.enabled=false"))
+    design = sim.Design(
+        "seq",
+        (
+            "search.sampler=tpe",
+            "search.max_concurrent_trials=1",
+            "search.num_samples=7",
+            "search.startup_trials=3",
+            "search.scheduler.type=fifo",
+            "race.enabled=false",
+        ),
+    )
     study = sim.design_study(design, 11)
     simulated = sim.simulate_search(study, sim.Draws(table, 11))
     searcher = make_searcher(study)

@@ -44,8 +44,11 @@ def test_table_covers_the_grid():
 def test_a_row_reproduces(lr):
     """The cheapest config that learns (2 generations, 16 tokens) retrained on seed 1: same curve, same test figure."""
     bench = load_bench()
-    row = next(r for r in csv.DictReader(TABLE.open())
-               if r["learning_rate"] == lr and r["num_generations"] == "2" and r["max_new_tokens"] == "16" and r["seed"] == "1")
+    row = next(
+        r
+        for r in csv.DictReader(TABLE.open())
+        if r["learning_rate"] == lr and r["num_generations"] == "2" and r["max_new_tokens"] == "16" and r["seed"] == "1"
+    )
     config = {"learning_rate": float(lr), "num_generations": 2, "max_new_tokens": 16, "reward_scale": 100.0}
     import torch
 
@@ -80,7 +83,9 @@ def test_reward_scale_changes_nothing_under_advantage_normalization(tmp_path):
     # Smaller only where the scale plays no part: 4 training prompts, 1 eval pair per prompt.
     prompts = tmp_path / "train.txt"
     prompts.write_text("\n".join(r["prompt"] for r in study.prompts("train")[:4]) + "\n")
-    study = study.model_copy(update={"task": study.task.model_copy(update={"train_prompts": str(prompts), "eval_samples_per_prompt": 1})})
+    study = study.model_copy(
+        update={"task": study.task.model_copy(update={"train_prompts": str(prompts), "eval_samples_per_prompt": 1})}
+    )
     study = read_prompts(study)
     one, hundred = curves(study, 1.0), curves(study, 100.0)
     assert one[0] and set(one[0]) == set(hundred[0])

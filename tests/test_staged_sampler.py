@@ -31,14 +31,19 @@ def test_the_grid_comes_first_then_one_value_at_a_time_at_the_best_learning_rate
     study = load_study(REPO / "studies" / "smoke.yaml", ["search.num_samples=16"])
 
     def score(config):  # peaks at lr 2.75e-3 (a grid point), 4 generations, 16 tokens
-        return (-abs(math.log(config["learning_rate"] / 2.75e-3)) + 0.3 * (config["num_generations"] == 4)
-                + 0.2 * (config["max_new_tokens"] == 16))
+        return (
+            -abs(math.log(config["learning_rate"] / 2.75e-3))
+            + 0.3 * (config["num_generations"] == 4)
+            + 0.2 * (config["max_new_tokens"] == 16)
+        )
 
     configs = drive(study, score)
     assert configs[0] == {"learning_rate": 5e-5, "num_generations": 8, "max_new_tokens": 32}  # the baseline, enqueued
     grid = [c["learning_rate"] for c in configs[1:11]]
     assert grid[:3] == [pytest.approx(3e-5), pytest.approx(1e-2), pytest.approx(3.9664e-4, rel=1e-3)]  # ends, then the middle
-    assert len({round(lr, 9) for lr in grid}) == 10 and all((c["num_generations"], c["max_new_tokens"]) == (8, 32) for c in configs[1:11])
+    assert len({round(lr, 9) for lr in grid}) == 10 and all(
+        (c["num_generations"], c["max_new_tokens"]) == (8, 32) for c in configs[1:11]
+    )
     moves = configs[11:14]
     assert all(c["learning_rate"] == pytest.approx(2.750e-3, rel=1e-3) for c in moves)
     assert [(c["num_generations"], c["max_new_tokens"]) for c in moves] == [(2, 32), (4, 32), (8, 16)]
@@ -84,6 +89,8 @@ def test_a_staged_study_needs_a_learning_rate_to_sweep_and_lr_points_needs_stage
         validate_study(tiny_study)
     tiny_study["search"]["space"] = {}  # nothing searched (a `train` run): the sampler does not matter
     validate_study(tiny_study)
-    tiny_study["search"].update(sampler="tpe", lr_points=5, space={"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2}})
+    tiny_study["search"].update(
+        sampler="tpe", lr_points=5, space={"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2}}
+    )
     with pytest.raises(StudyError, match=r"lr_points: 5 is used only by sampler staged; sampler is 'tpe'"):
         validate_study(tiny_study)

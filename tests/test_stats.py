@@ -7,8 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from ratiotune.core.stats import (describe, format_interval, format_prediction, format_share, lower_bound, predict_run,
-                                  sign_test_p, t_quantile, wilson)
+from ratiotune.core.stats import (
+    describe,
+    format_interval,
+    format_prediction,
+    format_share,
+    lower_bound,
+    predict_run,
+    sign_test_p,
+    t_quantile,
+    wilson,
+)
 
 REPETITIONS = 4000
 
@@ -41,8 +50,10 @@ def test_the_prediction_of_the_issue_31_winner_reads_as_what_it_is():
     values = [0.750, 0.516, 0.677, 0.474, 0.0, 0.0, 0.0, 0.484, 0.625, 0.542]
     p = predict_run(values, [v == 0.0 for v in values])
     assert (p["collapsed"], p["n"], p["landing"], p["landing_chance"]) == (3, 10, [0.474, 0.75], 6 / 8)
-    assert format_prediction(p) == ("a new run collapses with chance 3 of 10 (95% Wilson [11%, 60%]); one that does not "
-                                    "lands in [0.474, 0.750] (the range of the 7 that did not: it holds a new run with chance 75%)")
+    assert format_prediction(p) == (
+        "a new run collapses with chance 3 of 10 (95% Wilson [11%, 60%]); one that does not "
+        "lands in [0.474, 0.750] (the range of the 7 that did not: it holds a new run with chance 75%)"
+    )
 
 
 def test_the_interval_of_the_mean_is_not_where_one_new_run_lands():

@@ -36,7 +36,10 @@ def with_change(study: dict, dotted: str, value) -> dict:
 def test_the_tiny_study_is_valid(tiny_study):
     study = validate_study(tiny_study)
     assert study.hyperparameters({"learning_rate": 0.003}) == {
-        "learning_rate": 0.003, "num_generations": 2, "max_new_tokens": 8, "reward_scale": 100.0,
+        "learning_rate": 0.003,
+        "num_generations": 2,
+        "max_new_tokens": 8,
+        "reward_scale": 100.0,
     }
 
 
@@ -76,7 +79,8 @@ def test_unknown_keys_are_named_with_a_suggestion(tiny_study):
     refused(with_change(tiny_study, "search.space.learning_rate.hgih", 1), "hgih", "did you mean 'high'")
     refused(
         with_change(tiny_study, "search.space.learnig_rate", {"type": "choice", "values": [1e-3]}),
-        "'learnig_rate' cannot be searched", "did you mean 'learning_rate'",
+        "'learnig_rate' cannot be searched",
+        "did you mean 'learning_rate'",
     )
 
 
@@ -165,10 +169,15 @@ def test_paths_resolve_against_the_study_folder_and_set_values_against_cwd(tmp_p
     (elsewhere / "data").mkdir(parents=True)
     (elsewhere / "data" / "eval.txt").write_text("c\n")
     path = project / "study.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "paths", "model": {"name": "my-model"},
-        "task": {"train_prompts": "prompts/train.txt", "eval_prompts": "prompts/missing.txt"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "paths",
+                "model": {"name": "my-model"},
+                "task": {"train_prompts": "prompts/train.txt", "eval_prompts": "prompts/missing.txt"},
+            }
+        )
+    )
     monkeypatch.chdir(elsewhere)
     study = load_study(Path("../project/study.yaml"), ["task.eval_prompts=data/eval.txt"])
     assert study.model.name == str(project / "my-model")  # a folder next to the study, not a hub id
@@ -208,7 +217,9 @@ def test_the_study_carries_its_prompt_texts_and_a_folder_keeps_them(tiny_study, 
 def test_schema_check_touches_no_file_and_the_launch_check_does(tiny_study, tmp_path):
     from ratiotune.core.study import check_launch
 
-    missing = with_change(with_change(tiny_study, "task.train_prompts", str(tmp_path / "gone.txt")), "model.name", "./no/such/model")
+    missing = with_change(
+        with_change(tiny_study, "task.train_prompts", str(tmp_path / "gone.txt")), "model.name", "./no/such/model"
+    )
     study = validate_study(missing)  # a copied experiment's study.yaml reads without its files
     with pytest.raises(StudyError, match=r"task.train_prompts: prompt file not found: .*gone.txt"):
         check_launch(study)
@@ -238,11 +249,22 @@ def test_cli_refuses_an_unreachable_hub_model_fast(tmp_path):
     """The shipped GPU study on a machine without hub access: exit 2, one line, no traceback, no retries."""
     import time
 
-    env = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
+    env = {
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+        "HF_ENDPOINT": "http://127.0.0.1:9",
+        "HF_HOME": str(tmp_path / "hf"),
+    }
     start = time.monotonic()
     result = run_cli(
-        "search", "studies/qwen2.5-0.5b.yaml", "--set", "resources.gpu=0", "--storage", str(tmp_path / "results"),
-        env=env, timeout=120,
+        "search",
+        "studies/qwen2.5-0.5b.yaml",
+        "--set",
+        "resources.gpu=0",
+        "--storage",
+        str(tmp_path / "results"),
+        env=env,
+        timeout=120,
     )
     seconds = time.monotonic() - start
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]

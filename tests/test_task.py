@@ -77,18 +77,38 @@ def test_batch_metrics_on_hand_made_pairs():
     assert metrics["mean_ratio"] == pytest.approx((2.5 + 2.5 + 1.0) / 3)  # empty agent 1 has no ratio
     assert metrics["flat_group_fraction"] == 0.5
     # The table's column order: mean_reward, the task's own, flat_group_fraction (CSV columns, reports).
-    assert list(metrics) == ["mean_reward", "in_range_fraction", "mean_chars_agent1", "mean_chars_agent2", "mean_ratio",
-                             "flat_group_fraction"]
+    assert list(metrics) == [
+        "mean_reward",
+        "in_range_fraction",
+        "mean_chars_agent1",
+        "mean_chars_agent2",
+        "mean_ratio",
+        "flat_group_fraction",
+    ]
 
 
 def test_length_ratio_is_the_default_builtin_and_its_metric_table():
     task = load_task("length-ratio", options={"target_min": 1.5, "target_max": 2.5})
     assert task.name == "length-ratio" and task.reward.target_min == 1.5
     table = MetricTable(task)
-    assert table.reported[:6] == tuple(f"train/{n}" for n in (
-        "mean_reward", "in_range_fraction", "mean_chars_agent1", "mean_chars_agent2", "mean_ratio", "flat_group_fraction"))
-    assert table.progress == ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction",
-                              "search/objective")
+    assert table.reported[:6] == tuple(
+        f"train/{n}"
+        for n in (
+            "mean_reward",
+            "in_range_fraction",
+            "mean_chars_agent1",
+            "mean_chars_agent2",
+            "mean_ratio",
+            "flat_group_fraction",
+        )
+    )
+    assert table.progress == (
+        "train/mean_reward",
+        "train/in_range_fraction",
+        "eval/mean_reward",
+        "eval/in_range_fraction",
+        "search/objective",
+    )
     assert table.value_range("eval/mean_reward") == (0.0, 1.0)  # the reward's declared reward_range
     assert table.value_range("test/in_range_fraction") == (0.0, 1.0) and table.value_range("eval/mean_ratio") is None
     assert table.better("eval/flat_group_fraction") == "min" and table.better("eval/mean_chars_agent1") is None
@@ -128,9 +148,9 @@ def test_saved_datasets_and_their_splits(tmp_path):
 
     Dataset.from_list([{"prompt": "A:", "n": 1}, {"prompt": "B:", "n": 2}]).save_to_disk(str(tmp_path / "one"))
     assert load_records(tmp_path / "one") == [{"prompt": "A:", "n": 1}, {"prompt": "B:", "n": 2}]
-    DatasetDict({"train": Dataset.from_list([{"prompt": "T:"}]), "validation": Dataset.from_list([{"prompt": "V:"}])}).save_to_disk(
-        str(tmp_path / "dict")
-    )
+    DatasetDict(
+        {"train": Dataset.from_list([{"prompt": "T:"}]), "validation": Dataset.from_list([{"prompt": "V:"}])}
+    ).save_to_disk(str(tmp_path / "dict"))
     assert load_records(f"{tmp_path / 'dict'}#validation") == [{"prompt": "V:"}]
     with pytest.raises(RecordsError, match="has no split 'test'; its splits: train, validation"):
         load_records(f"{tmp_path / 'dict'}#test")

@@ -25,7 +25,7 @@ from ratiotune.tasks import Task, TaskError, TaskMetric, call_measure, call_rewa
 # answers, every trial's worker) counts its own calls: 3 reward calls in each probe (one per training
 # record), 5 per epoch in a trial of the tiny study (3 training prompts, 2 eval prompts). Or, kind
 # "reward-raises-on-real", on any answer that is not one of the load-time probe's placeholders.
-PLUGIN = '''
+PLUGIN = """
 import math
 
 from ratiotune.tasks import Task, TaskMetric
@@ -60,7 +60,7 @@ def make_task(kind="ok", after=1_000_000):
         measure=measure,
         metrics=(TaskMetric("longer_fraction", "max", "share of pairs where agent 2 wrote more", (0.0, 1.0)),),
     )
-'''
+"""
 
 
 def plugin_study(tiny_study: dict, folder: Path, **options) -> Path:
@@ -68,8 +68,9 @@ def plugin_study(tiny_study: dict, folder: Path, **options) -> Path:
     (folder / "longer.py").write_text(PLUGIN)
     (folder / "test.txt").write_text("Describe a lighthouse:\nName a new colour:\n")
     study = json.loads(json.dumps(tiny_study))
-    study["task"].update({"entry": str(folder / "longer.py") + ":make_task", "test_prompts": str(folder / "test.txt"),
-                          "options": options})
+    study["task"].update(
+        {"entry": str(folder / "longer.py") + ":make_task", "test_prompts": str(folder / "test.txt"), "options": options}
+    )
     study["search"].update({"metric": "eval/longer_fraction", "max_failures": 2})
     path = folder / "study.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
@@ -77,8 +78,9 @@ def plugin_study(tiny_study: dict, folder: Path, **options) -> Path:
 
 
 def search(study: Path, storage: Path):
-    return run_cli("search", str(study), "--storage", str(storage), "--name", "bug", timeout=600,
-                   env={"CUDA_VISIBLE_DEVICES": ""})
+    return run_cli(
+        "search", str(study), "--storage", str(storage), "--name", "bug", timeout=600, env={"CUDA_VISIBLE_DEVICES": ""}
+    )
 
 
 def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_study, tmp_path):
@@ -88,7 +90,11 @@ def test_a_reward_that_fails_on_real_answers_is_stopped_before_ray_starts(tiny_s
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
-    for fragment in ("pre-flight", "task.reward raised ZeroDivisionError: division by zero on answers (", "to record {'prompt': "):
+    for fragment in (
+        "pre-flight",
+        "task.reward raised ZeroDivisionError: division by zero on answers (",
+        "to record {'prompt': ",
+    ):
         assert fragment in line, line
     assert not (tmp_path / "results" / "bug").exists()  # nothing started, no experiment folder
 
@@ -156,7 +162,9 @@ def test_the_checked_calls_name_the_function_the_pair_and_the_record():
         return {"ratio": sum(len(b) / len(a) for a, b in pairs)}
 
     task = Task(name="t", reward=reward, measure=measure, metrics=(TaskMetric("ratio", None, "ratio"),))
-    with pytest.raises(TaskError, match=r"task.measure raised ZeroDivisionError: .* on answers \('', 'b'\) to record \{'prompt': 'q2'\}"):
+    with pytest.raises(
+        TaskError, match=r"task.measure raised ZeroDivisionError: .* on answers \('', 'b'\) to record \{'prompt': 'q2'\}"
+    ):
         call_measure(task, [[({"prompt": "q1"}, "a", "bb")], [({"prompt": "q2"}, "", "b")]])
     nan_task = Task(name="t", reward=reward, measure=lambda groups: {"ratio": math.nan}, metrics=task.metrics)
     with pytest.raises(TaskError, match=r"task.measure returned nan for 'ratio' on answers \('a', 'bb'\)"):

@@ -75,9 +75,7 @@ def test_reward_needs_the_records_and_broadcasts_one(task):
 def test_reward_through_comlrls_call_reward_function_gives_one_finite_float_per_pair(task):
     # How MAGRPOTrainer scores: one pair at a time, lists of length 1, the pair's record in batch_items.
     for a, b in [("apple", "apple"), ("Pear!", "pears"), ("", ""), ("x" * 50, "?")]:
-        rewards = call_reward_function(
-            task.reward, [task.formatters[0](FRUIT)], [[a], [b]], num_agents=2, batch_items=[FRUIT]
-        )
+        rewards = call_reward_function(task.reward, [task.formatters[0](FRUIT)], [[a], [b]], num_agents=2, batch_items=[FRUIT])
         assert len(rewards) == 1 and math.isfinite(rewards[0]) and 0.0 <= rewards[0] <= 1.0
 
 
@@ -168,10 +166,22 @@ def assert_task_metrics_reported(experiment: Path, task: Task, epochs: int) -> N
 @needs_task_section
 def test_headline_expansion_study_searches(tmp_path):
     done = run_cli(
-        "search", str(REPO / "studies" / "headline-expansion.yaml"),
-        "--storage", str(tmp_path), "--name", "he",
-        "--set", "search.num_samples=2", "--set", "train.epochs=1", "--set", "race.enabled=false",
-        "--set", "task.train_prompts=builtin:design", "--set", "task.eval_samples_per_prompt=1",
+        "search",
+        str(REPO / "studies" / "headline-expansion.yaml"),
+        "--storage",
+        str(tmp_path),
+        "--name",
+        "he",
+        "--set",
+        "search.num_samples=2",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "race.enabled=false",
+        "--set",
+        "task.train_prompts=builtin:design",
+        "--set",
+        "task.eval_samples_per_prompt=1",
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "best eval/mean_reward" in done.stdout
@@ -184,9 +194,20 @@ def example_experiment(tmp_path_factory):
     example's (its paths resolve against the study file)."""
     root = tmp_path_factory.mktemp("your_task")
     done = run_cli(
-        "search", str(EXAMPLE / "study.yaml"), "--storage", str(root / "results"), "--name", "same",
-        "--set", "search.num_samples=2", "--set", "train.epochs=2", "--set", "race.enabled=false",
-        "--set", "task.eval_samples_per_prompt=2",
+        "search",
+        str(EXAMPLE / "study.yaml"),
+        "--storage",
+        str(root / "results"),
+        "--name",
+        "same",
+        "--set",
+        "search.num_samples=2",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "race.enabled=false",
+        "--set",
+        "task.eval_samples_per_prompt=2",
         cwd=root,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -277,8 +298,11 @@ def test_what_is_checked_at_load_is_one_line_and_exit_2(tmp_path):
         study = json.loads(json.dumps(base))
         study["search"]["metric"] = "eval/mean_reward"
         study["task"] = {
-            "entry": "broken.py:make_task", "options": {"kind": kind},
-            "train_prompts": "train.txt", "eval_prompts": "eval.txt", "test_prompts": "test.txt",
+            "entry": "broken.py:make_task",
+            "options": {"kind": kind},
+            "train_prompts": "train.txt",
+            "eval_prompts": "eval.txt",
+            "test_prompts": "test.txt",
         }
         refused(write(tmp_path / f"broken_{kind}.yaml", study), needle)
 

@@ -18,7 +18,7 @@ from conftest import run_cli
 from ratiotune.core.study import StudyError, load_study, study_files, write_study
 
 # A task of one's own: agent 2 should answer longer than agent 1. `kind` makes it misbehave.
-PLUGIN = '''
+PLUGIN = """
 import math
 
 from ratiotune.tasks import Task, TaskMetric
@@ -52,7 +52,7 @@ def make_task(kind="ok"):
         metrics=(TaskMetric("longer_fraction", "max", "share of pairs where agent 2 wrote more", (0.0, 1.0)),),
         formatters=(lambda r: r["prompt"], lambda r: r["prompt"] + " (answer at length)"),
     )
-'''
+"""
 
 
 def plugin_study(tiny_study: dict, folder: Path, **task) -> Path:
@@ -74,8 +74,13 @@ def test_a_plugin_task_trains_on_its_formatters_and_reward_and_travels(tiny_stud
     study = load_study(plugin_study(tiny_study, tmp_path / "project"))
     table = study.metrics()
     assert "eval/longer_fraction" in table.selectable and table.better("eval/longer_fraction") == "max"
-    assert table.progress == ("train/mean_reward", "train/longer_fraction", "eval/mean_reward", "eval/longer_fraction",
-                              "search/objective")
+    assert table.progress == (
+        "train/mean_reward",
+        "train/longer_fraction",
+        "eval/mean_reward",
+        "eval/longer_fraction",
+        "search/objective",
+    )
     assert table.value_range("eval/mean_reward") == (0.0, 1.0)  # the plugin's declared reward_range
     metrics = Trial(study, {}).run_epoch()
     assert {"train/longer_fraction", "eval/longer_fraction", "eval/flat_group_fraction"} <= set(metrics)
@@ -110,7 +115,10 @@ def test_old_study_files_with_the_band_at_task_level_still_read(tiny_study, tmp_
     assert study.task.name == "length-ratio" and study.task.options == {"target_min": 1.5, "target_max": 2.5}
     assert study.get_task().reward.target_min == 1.5
     assert "target_min" not in yaml.safe_load(study_files(study)["study.yaml"])["task"]  # written in the new form
-    with pytest.raises(StudyError, match=r"task: target_min, target_max: length-ratio's options at task level; task '.*longer.py:make_task' takes its options under task.options"):
+    with pytest.raises(
+        StudyError,
+        match=r"task: target_min, target_max: length-ratio's options at task level; task '.*longer.py:make_task' takes its options under task.options",
+    ):
         load_study(plugin_study(tiny_study, tmp_path / "p"))
 
 
@@ -163,9 +171,9 @@ def test_a_search_metric_the_task_lacks_is_refused_with_the_ones_it_has(tiny_stu
 def test_a_missing_dataset_split_is_refused_with_the_splits_there(tiny_study, tmp_path):
     from datasets import Dataset, DatasetDict
 
-    DatasetDict({"train": Dataset.from_list([{"prompt": "T:"}]), "validation": Dataset.from_list([{"prompt": "V:"}])}).save_to_disk(
-        str(tmp_path / "data")
-    )
+    DatasetDict(
+        {"train": Dataset.from_list([{"prompt": "T:"}]), "validation": Dataset.from_list([{"prompt": "V:"}])}
+    ).save_to_disk(str(tmp_path / "data"))
     path = plugin_study(tiny_study, tmp_path, eval_prompts="data#test")
     refused(path, tmp_path, "task.eval_prompts:", "has no split 'test'; its splits: train, validation")
 

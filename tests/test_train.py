@@ -39,9 +39,21 @@ def test_train_smoke_study_two_epochs(tmp_path):
     out = tmp_path / "run"
     # The smoke study with smaller groups and answers than its defaults (8 x 32 tokens), to stay quick.
     result = run_cli(
-        "train", "studies/smoke.yaml", "--set", "learning_rate=1e-3", "--set", "train.epochs=2",
-        "--set", "num_generations=2", "--set", "max_new_tokens=8", "--set", "task.eval_samples_per_prompt=1",
-        "--output", str(out), timeout=1200,
+        "train",
+        "studies/smoke.yaml",
+        "--set",
+        "learning_rate=1e-3",
+        "--set",
+        "train.epochs=2",
+        "--set",
+        "num_generations=2",
+        "--set",
+        "max_new_tokens=8",
+        "--set",
+        "task.eval_samples_per_prompt=1",
+        "--output",
+        str(out),
+        timeout=1200,
     )
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -72,8 +84,15 @@ def test_train_logs_one_wandb_offline_run(tiny_study, write_study, tmp_path):
     wandb_dir = tmp_path / "wandb"
     wandb_dir.mkdir()
     result = run_cli(
-        "train", str(study), "--set", "learning_rate=1e-3", "--output", str(tmp_path / "run"), "--wandb",
-        env={"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir)}, timeout=1200,
+        "train",
+        str(study),
+        "--set",
+        "learning_rate=1e-3",
+        "--output",
+        str(tmp_path / "run"),
+        "--wandb",
+        env={"WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir)},
+        timeout=1200,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = list((wandb_dir / "wandb").glob("offline-run-*"))
@@ -106,8 +125,10 @@ def test_searched_parameter_needs_set_or_default(tiny_study, write_study, capsys
 
 
 def test_resolve_uses_default_then_set(tiny_study, write_study):
-    space = {"learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2, "default": 2e-3},
-             "num_generations": {"type": "choice", "values": [2, 4], "default": 4}}
+    space = {
+        "learning_rate": {"type": "loguniform", "low": 1e-4, "high": 1e-2, "default": 2e-3},
+        "num_generations": {"type": "choice", "values": [2, 4], "default": 4},
+    }
     path = write_study({**tiny_study, "search": {**tiny_study["search"], "space": space}})
 
     study = resolve_study(path)
@@ -141,9 +162,23 @@ def test_tutorial_example_runs_offline_with_wandb(tmp_path):
     wandb_dir.mkdir()
     out = tmp_path / "agents"
     result = subprocess.run(
-        [sys.executable, "examples/story-len-ratio.py", "--model", "builtin:tiny", "--epochs", "1",
-         "--max-new-tokens", "8", "--output", str(out), "--wandb"],
-        cwd=REPO, capture_output=True, text=True, timeout=1200,
+        [
+            sys.executable,
+            "examples/story-len-ratio.py",
+            "--model",
+            "builtin:tiny",
+            "--epochs",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--output",
+            str(out),
+            "--wandb",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
         env={**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(wandb_dir)},
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -99,7 +99,7 @@ BEFORE_PLUGINS = [
         "train/mean_chars_agent2": 12.0,
         "train/mean_ratio": 1.0045454545454544,
         "train/mean_reward": 0.6094168188702167,
-    }
+    },
 ]
 
 

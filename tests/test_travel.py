@@ -44,8 +44,16 @@ def travelled(tmp_path_factory):
     (shell / "extra").mkdir(parents=True)
     (shell / "extra" / "eval.txt").write_text("\n".join(EVAL_PROMPTS[::-1]) + "\n")
     result = run_cli(
-        "search", "../project/study.yaml", "--storage", "results", "--name", "travel",
-        "--set", "task.eval_prompts=extra/eval.txt", cwd=shell, env=LOCAL_RAY,
+        "search",
+        "../project/study.yaml",
+        "--storage",
+        "results",
+        "--name",
+        "travel",
+        "--set",
+        "task.eval_prompts=extra/eval.txt",
+        cwd=shell,
+        env=LOCAL_RAY,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return {"root": root, "project": project, "shell": shell, "experiment": shell / "results" / "travel", "stdout": result.stdout}
@@ -65,8 +73,10 @@ def test_relative_paths_work_from_another_folder_and_the_folder_keeps_the_prompt
     best = loaded.ranked()[0]
     metric = "eval/in_range_fraction"
     window = loaded.study.search.objective_window
-    line = (f"search's top by objective: {best.name}, objective {best.score(metric, window):.4f}; "
-            f"best {metric}: {best.best(metric, 'max'):.4f} at epoch {best.best_epoch(metric, 'max')} (optimistic)")
+    line = (
+        f"search's top by objective: {best.name}, objective {best.score(metric, window):.4f}; "
+        f"best {metric}: {best.best(metric, 'max'):.4f} at epoch {best.best_epoch(metric, 'max')} (optimistic)"
+    )
     assert line in travelled["stdout"]
 
 
@@ -86,7 +96,14 @@ def test_a_copied_experiment_without_its_original_prompts_reads_and_retrains_on_
     try:
         # 1 config x 2 seeds x 2 epochs, one run per node (one CPU each).
         result = run_cli(
-            "retrain", str(copy), "--seeds", "2", "--epochs", "2", "--address", cluster.address,
+            "retrain",
+            str(copy),
+            "--seeds",
+            "2",
+            "--epochs",
+            "2",
+            "--address",
+            cluster.address,
             cwd=travelled["root"],
         )
     finally:

@@ -18,10 +18,14 @@ class StagedTrial:
         self.config = {"learning_rate": 1e-3}
         self.local_path = str(root / staging / "trial_0")
         self.init_local_path()  # Ray makes it before any logger runs
-        self.storage = type("Storage", (), {
-            "trial_fs_path": str(root / "experiment" / "trial_0"),
-            "storage_filesystem": pyarrow.fs.LocalFileSystem(),
-        })()
+        self.storage = type(
+            "Storage",
+            (),
+            {
+                "trial_fs_path": str(root / "experiment" / "trial_0"),
+                "storage_filesystem": pyarrow.fs.LocalFileSystem(),
+            },
+        )()
         self.checkpoint = None  # no checkpoint: a fresh start, nothing to restore
 
     def init_local_path(self):

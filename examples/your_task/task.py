@@ -89,7 +89,9 @@ def make_task(valid_weight: float = 0.5) -> Task:
 
     # batch_items is keyword-only on purpose: comlrl's call_reward_function passes the prompts
     # as the first argument to a reward that takes three positional parameters.
-    def reward(completions1: Sequence[str], completions2: Sequence[str], *, batch_items: Sequence[Mapping[str, Any]] | None = None) -> list[float]:
+    def reward(
+        completions1: Sequence[str], completions2: Sequence[str], *, batch_items: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[float]:
         if batch_items is None:
             raise ValueError("same-answer's reward reads each pair's record: call it with batch_items=[record, ...]")
         records = list(batch_items)

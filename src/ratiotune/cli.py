@@ -44,12 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", help="run a study: an Optuna search over Ray Tune trials")
     search.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
     search.add_argument(
-        "--storage", default="results",
+        "--storage",
+        default="results",
         help="folder the experiment goes under (default: results/); on several nodes a shared path or a URI (s3://bucket/dir)",
     )
     search.add_argument("--name", help="experiment name (default: the study's name)")
     search.add_argument(
-        "--optuna-storage", metavar="URL",
+        "--optuna-storage",
+        metavar="URL",
         help="Optuna storage URL the study is written to (e.g. sqlite:///studies.db; default: optuna.journal "
         "in the experiment folder); sets search.optuna_storage",
     )
@@ -62,7 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="train one config once (no search): the check to run before a study")
     train.add_argument("study", help="study YAML file, e.g. studies/smoke.yaml")
     train.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a searched hyperparameter's value (--set learning_rate=1e-3; else its `default:`) "
         "or a study key (--set train.epochs=2); repeatable",
     )
@@ -96,15 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
     retrain = commands.add_parser("retrain", help="re-run the race's winner (or survivors) over fresh seeds, save its agents")
     retrain.add_argument("experiment", help="experiment folder made by `ratiotune search`")
-    retrain.add_argument("--top-k", type=int, default=1,
-                         help="configs to retrain: the race's recommendation, then its survivors (default: 1)")
+    retrain.add_argument(
+        "--top-k", type=int, default=1, help="configs to retrain: the race's recommendation, then its survivors (default: 1)"
+    )
     retrain.add_argument("--seeds", type=int, default=3, help="fresh report seeds for the winner (default: 3)")
-    retrain.add_argument("--select-seeds", type=int,
-                         help="fresh selection seeds per config when --top-k > 1, never reported on (default: --seeds)")
+    retrain.add_argument(
+        "--select-seeds", type=int, help="fresh selection seeds per config when --top-k > 1, never reported on (default: --seeds)"
+    )
     retrain.add_argument("--epochs", type=int, help="epochs per run (default: the study's)")
     retrain.add_argument("--output", help="output folder (default: EXPERIMENT/retrain; never overwritten)")
     retrain.add_argument("--eval-prompts", help="held-out prompt file (.txt/.jsonl) instead of the study's")
-    retrain.add_argument("--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs")
+    retrain.add_argument(
+        "--from-checkpoint", action="store_true", help="continue each trial's best checkpoint for --epochs more epochs"
+    )
     add_address_flag(retrain)
     add_verbose_flag(retrain)
     add_set_flag(retrain)
@@ -115,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dashboard.add_argument("experiment", help="experiment folder, e.g. results/smoke")
     dashboard.add_argument(
-        "--host", default="127.0.0.1",
+        "--host",
+        default="127.0.0.1",
         help="address to listen on (default: 127.0.0.1, this machine only: the dashboard can edit and delete studies)",
     )
     dashboard.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
@@ -124,12 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     fields = commands.add_parser("fields", help="list every study field: type, default, description")
     fields.add_argument("prefix", nargs="?", default="", help="only fields under this key, e.g. search or train.top_p")
     fields.add_argument(
-        "--markdown", nargs="?", const="-", metavar="FILE",
+        "--markdown",
+        nargs="?",
+        const="-",
+        metavar="FILE",
         help="the fields as a Markdown table: printed, or written into FILE between its "
         f"{FIELDS_BEGIN} and {FIELDS_END} lines (docs/study-file.md's table is made this way)",
     )
-    fields.add_argument("--json-schema", action="store_true",
-                        help="the whole study schema as JSON Schema, for an editor (docs/study-file.md)")
+    fields.add_argument(
+        "--json-schema", action="store_true", help="the whole study schema as JSON Schema, for an editor (docs/study-file.md)"
+    )
     fields.set_defaults(func=cmd_fields)
     return parser
 
@@ -140,6 +155,7 @@ FIELDS_END = "<!-- ratiotune fields --markdown: end -->"
 
 def fields_markdown(rows: list[tuple[str, str, str, str]]) -> str:
     """Every study field as a Markdown table (one row per field, a bold row per section), from the schema."""
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
@@ -211,14 +227,19 @@ def print_task_metrics() -> None:
 
 def add_set_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a study key, e.g. --set train.epochs=2 (repeatable; validated like the file)",
     )
 
 
 def add_address_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--address", metavar="ADDR",
+        "--address",
+        metavar="ADDR",
         help="join an existing Ray cluster (auto, or host:port of its head) instead of starting a local Ray; "
         "a head from `ray start --head` also needs RAY_AUTH_MODE=token in this environment",
     )
@@ -226,7 +247,8 @@ def add_address_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--verbose", action="store_true",
+        "--verbose",
+        action="store_true",
         help="show Ray's own log and the trial processes' output here (default: Ray's log goes to ray.log in the experiment folder)",
     )
 
@@ -245,9 +267,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     from ratiotune.search import study_run
 
     return study_run.search(
-        args.study, overrides=args.overrides, storage_root=args.storage, name=args.name,
-        optuna_storage=args.optuna_storage, address=args.address, verbose=args.verbose,
-        wandb=wandb_settings(args), argv=args.argv, summarize=print_summary,
+        args.study,
+        overrides=args.overrides,
+        storage_root=args.storage,
+        name=args.name,
+        optuna_storage=args.optuna_storage,
+        address=args.address,
+        verbose=args.verbose,
+        wandb=wandb_settings(args),
+        argv=args.argv,
+        summarize=print_summary,
     )
 
 
@@ -273,8 +302,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from ratiotune.results.tables import print_summary
     from ratiotune.search import study_run
 
-    return study_run.resume(args.experiment, skip_errored=args.skip_errored, address=args.address,
-                            verbose=args.verbose, argv=args.argv, summarize=print_summary)
+    return study_run.resume(
+        args.experiment,
+        skip_errored=args.skip_errored,
+        address=args.address,
+        verbose=args.verbose,
+        argv=args.argv,
+        summarize=print_summary,
+    )
 
 
 # --------------------------------------------------------------------------- best
@@ -325,9 +360,17 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     from ratiotune.search import study_run
 
     return study_run.retrain(
-        args.experiment, address=args.address, verbose=args.verbose,
-        top_k=args.top_k, seeds=args.seeds, epochs=args.epochs, output=args.output, eval_prompts=args.eval_prompts,
-        overrides=args.overrides, from_checkpoint=args.from_checkpoint, select_seeds=args.select_seeds,
+        args.experiment,
+        address=args.address,
+        verbose=args.verbose,
+        top_k=args.top_k,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        output=args.output,
+        eval_prompts=args.eval_prompts,
+        overrides=args.overrides,
+        from_checkpoint=args.from_checkpoint,
+        select_seeds=args.select_seeds,
     )
 
 

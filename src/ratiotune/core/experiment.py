@@ -172,7 +172,9 @@ def metric_direction(study: Study, metric: str) -> str:
 
 def metric_names(experiment: Experiment) -> list[str]:
     """Namespaced metrics (train/..., eval/..., system/...) that some trial reported, in a stable order."""
-    seen = {key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)}
+    seen = {
+        key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)
+    }
     known = [name for name in experiment.study.metrics().reported if name in seen]
     return known + sorted(seen - set(known))
 
@@ -265,7 +267,9 @@ def load_experiment(path: str | Path) -> Experiment:
     if not directory.is_dir():
         raise StudyError(f"{directory}: no such experiment folder")
     if not is_experiment(directory):
-        raise StudyError(f"{directory}: not a ratiotune experiment (no {STUDY_FILE}; expected a folder made by `ratiotune search`)")
+        raise StudyError(
+            f"{directory}: not a ratiotune experiment (no {STUDY_FILE}; expected a folder made by `ratiotune search`)"
+        )
     # The schema only (no file or model checks): a copied or moved folder reads anywhere. Its
     # prompt paths resolve against the folder (prompts/), whose texts are read if present.
     study = load_study(directory / STUDY_FILE, require_prompts=False)

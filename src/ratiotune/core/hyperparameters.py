@@ -10,8 +10,9 @@ SHORT_NAMES = {"learning_rate": "lr", "num_generations": "gens", "max_new_tokens
 
 def config_text(config: dict[str, Any], names: list[str] | None = None) -> str:
     """'lr 0.00275, gens 8, tokens 32': `names` of `config` (default: all of it, in its order)."""
-    return ", ".join(f"{SHORT_NAMES.get(name, name)} {_value_text(config.get(name))}"
-                     for name in (config if names is None else names))
+    return ", ".join(
+        f"{SHORT_NAMES.get(name, name)} {_value_text(config.get(name))}" for name in (config if names is None else names)
+    )
 
 
 def space_text(spec) -> str:

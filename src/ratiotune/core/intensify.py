@@ -172,8 +172,13 @@ class Intensifier:
         a, b = self._c[challenger].values, self._c[incumbent].values
         diffs = [self.sign * (a[s] - b[s]) for s in a if s in b]
         wins, losses = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-        return {"seeds": len(diffs), "wins": wins, "losses": losses, "ties": len(diffs) - wins - losses,
-                "p_worse": sign_test_p(wins, losses)}
+        return {
+            "seeds": len(diffs),
+            "wins": wins,
+            "losses": losses,
+            "ties": len(diffs) - wins - losses,
+            "p_worse": sign_test_p(wins, losses),
+        }
 
     def _decide(self) -> None:
         alive = self.alive()
@@ -206,8 +211,11 @@ class Intensifier:
             return
         have, target = self._next_target()
         if target <= have:
-            self._finish(f"every contender left has max_seeds ({self.settings.max_seeds})" if have >= self.settings.max_seeds
-                         else "the run budget cannot give every contender left one more seed")
+            self._finish(
+                f"every contender left has max_seeds ({self.settings.max_seeds})"
+                if have >= self.settings.max_seeds
+                else "the run budget cannot give every contender left one more seed"
+            )
 
     def standing(self, name: str, number: int | None = None) -> dict[str, Any]:
         entry = self._c[name]
@@ -282,9 +290,11 @@ class RacePlan:
 
     def line(self) -> str:
         """The plan in one line, its ceiling included (what a user budgets for)."""
-        return (f"race plan: {self.challengers} challenger(s), selection up to {self.budget} runs, confirmation "
-                f"{self.confirm_seeds} paired seeds; at most {self.ceiling} runs ({self.ceiling * self.run_epochs} "
-                f"trial-epochs) with a second look and fallbacks")
+        return (
+            f"race plan: {self.challengers} challenger(s), selection up to {self.budget} runs, confirmation "
+            f"{self.confirm_seeds} paired seeds; at most {self.ceiling} runs ({self.ceiling * self.run_epochs} "
+            f"trial-epochs) with a second look and fallbacks"
+        )
 
 
 class PlanError(ValueError):
@@ -347,7 +357,11 @@ def plan(
         budget = min(max(allowed - confirm * pairs, selection(k, select)), contenders * settings.max_seeds)
     runs = budget + confirm * pairs
     # A second look adds seeds for the winner and the baseline; each fallback trains one config on them all.
-    ceiling = runs + settings.second_look_seeds * pairs + (settings.fallbacks * (confirm + settings.second_look_seeds) if baseline else 0)
+    ceiling = (
+        runs
+        + settings.second_look_seeds * pairs
+        + (settings.fallbacks * (confirm + settings.second_look_seeds) if baseline else 0)
+    )
     race_share = runs * run_epochs / (runs * run_epochs + search_epochs) if search_epochs or runs else 0.0
     changes = []
     if k < min(settings.top_k, available):
@@ -367,6 +381,7 @@ def plan(
 
 
 # --------------------------------------------------------------------------- the gate
+
 
 def gate(
     winner: list[float | None],
@@ -396,7 +411,12 @@ def gate(
         "rule": f"recommend if the one-sided {level} lower bound of the mean paired improvement over the baseline "
         f"is > 0 and the collapse share is <= {max_collapse_share:g}",
         "confidence": confidence,
-        "collapse": {"collapsed": n_collapsed, "n": len(collapsed), "share": share, "wilson95": wilson(n_collapsed, len(collapsed))},
+        "collapse": {
+            "collapsed": n_collapsed,
+            "n": len(collapsed),
+            "share": share,
+            "wilson95": wilson(n_collapsed, len(collapsed)),
+        },
         "margin": None,
         "margin_lower": None,
         "second_look": False,
@@ -405,8 +425,10 @@ def gate(
     if baseline is None:
         out.update(
             recommend=collapse_ok and not winner_is_baseline,
-            reason=("no baseline to compare with; " + ("collapse share within bound" if collapse_ok
-                    else f"collapse share {share:.0%} above {max_collapse_share:g}")),
+            reason=(
+                "no baseline to compare with; "
+                + ("collapse share within bound" if collapse_ok else f"collapse share {share:.0%} above {max_collapse_share:g}")
+            ),
         )
         return out
     b = [worst if v is None else v for v in baseline]

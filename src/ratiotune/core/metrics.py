@@ -46,7 +46,9 @@ SYSTEM_METRICS = (
     Metric("system/tokens_per_second", "max", "tokens generated in training per second"),
     Metric("system/eval_seconds", "min", "seconds of the epoch's eval"),
     Metric(
-        "system/optimizer_lr", None, "the learning rate in agent 0's optimizer during the epoch (under PBT it follows the mutated config)"
+        "system/optimizer_lr",
+        None,
+        "the learning rate in agent 0's optimizer during the epoch (under PBT it follows the mutated config)",
     ),
 )
 
@@ -93,7 +95,8 @@ class MetricTable:
             for m in measured:
                 rows[f"{split}/{m.name}"] = Metric(f"{split}/{m.name}", m.better, f"{m.description}, {where}", m.bounds)
         rows[OBJECTIVE] = Metric(
-            OBJECTIVE, None,
+            OBJECTIVE,
+            None,
             "search.metric's mean over the trial's last search.objective_window epochs: what Optuna, ASHA, "
             "the kept checkpoints and the ranking use (better = search.mode)",
         )

@@ -83,7 +83,9 @@ def model_problem(name: str) -> str | None:
     except GatedRepoError:
         return None  # it exists; loading needs `huggingface-cli login`, which the hub's own error says
     except RepositoryNotFoundError:
-        return f"{name!r} is neither a local folder nor a model on {constants.ENDPOINT} (or it is private: `huggingface-cli login`)"
+        return (
+            f"{name!r} is neither a local folder nor a model on {constants.ENDPOINT} (or it is private: `huggingface-cli login`)"
+        )
     except Exception as exc:  # noqa: BLE001  (connection refused, DNS, timeout, proxy: all mean "unreachable")
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"{name!r} is not in the local hub cache and {constants.ENDPOINT} cannot be reached ({reason}); {fixes}"

@@ -106,9 +106,7 @@ def confirmation_value(study: Study, run: TrialResult | None) -> tuple[float | N
     return float(value), ended_collapsed(study, float(value), last.get("test/mean_reward"))
 
 
-def confirmed(
-    study: Study, runs: list[TrialResult], index: int, worst: float, seeds: list[int] | None = None
-) -> dict[str, Any]:
+def confirmed(study: Study, runs: list[TrialResult], index: int, worst: float, seeds: list[int] | None = None) -> dict[str, Any]:
     """One config's confirmation: per-seed final-epoch test figures, their statistics, collapses, what
     a new run will do, and the agents. A diverged or errored run has value None, is scored `worst`
     in the statistics and counts in n. seeds: only these (a config passed over before a second look)."""
@@ -148,12 +146,18 @@ def ended_collapsed(study: Study, value: float | None, mean_reward: float | None
     never recovers). The race's gate and `retrain` count these (and diverged runs) as collapsed."""
     figure_floor = worst_end(study.metrics().value_range(honest_metric(study.search.metric)), study.search.mode)
     return mean_reward == study.metrics().collapsed_reward() or (
-        figure_floor is not None and value is not None and value == figure_floor)
+        figure_floor is not None and value is not None and value == figure_floor
+    )
 
 
 def summarize(
-    study: Study, contenders: list[Contender], result: dict[str, Any], confirmation: list[TrialResult],
-    plan: RacePlan, test_pairs: int, worst: float,
+    study: Study,
+    contenders: list[Contender],
+    result: dict[str, Any],
+    confirmation: list[TrialResult],
+    plan: RacePlan,
+    test_pairs: int,
+    worst: float,
 ) -> dict[str, Any]:
     """race/summary.json from the protocol's result (Race.result()) and the confirmation runs: the plan,
     every selection round, the confirmation, the gate as the protocol applied it, the recommendation."""
@@ -177,10 +181,14 @@ def summarize(
             "epoch": study.train.epochs,
         },
         "plan": dataclasses.asdict(plan),
-        "seeds": {"selection": sorted({s for row in selection["final"] for s in row["seeds"]}),
-                  "confirmation": result["confirm_seeds"]},
-        "selection": {**selection, "contenders": {c.name: {"config": c.config, "search_score": c.search_score}
-                                                  for c in contenders}},
+        "seeds": {
+            "selection": sorted({s for row in selection["final"] for s in row["seeds"]}),
+            "confirmation": result["confirm_seeds"],
+        },
+        "selection": {
+            **selection,
+            "contenders": {c.name: {"config": c.config, "search_score": c.search_score} for c in contenders},
+        },
         "race_kept_baseline": result["kept_baseline"],
         "winner": {
             "search_trial": contenders[shown].name,
@@ -194,12 +202,17 @@ def summarize(
         # The challengers never cut nor passed over, best first: `retrain`'s candidates.
         "survivors": [
             {"search_trial": name, "config": contenders[names.index(name)].config}
-            for name in selection["survivors"] if name != BASELINE and name not in passed
-        ] or [{"search_trial": contenders[shown].name, "config": contenders[shown].config}],
+            for name in selection["survivors"]
+            if name != BASELINE and name not in passed
+        ]
+        or [{"search_trial": contenders[shown].name, "config": contenders[shown].config}],
         "fallbacks": [
-            {"search_trial": p["contender"], "config": contenders[names.index(p["contender"])].config,
-             "reason": p["reason"],
-             **confirmed(study, confirmation, names.index(p["contender"]), worst, p["seeds"])}
+            {
+                "search_trial": p["contender"],
+                "config": contenders[names.index(p["contender"])].config,
+                "reason": p["reason"],
+                **confirmed(study, confirmation, names.index(p["contender"]), worst, p["seeds"]),
+            }
             for p in result["passed_over"]
         ],
         "gate": result["gate"],
@@ -207,9 +220,11 @@ def summarize(
     }
     if BASELINE in result["confirmed"]:
         base = names.index(BASELINE)
-        summary["baseline"] = {"config": contenders[base].config,
-                               "hyperparameters": study.hyperparameters(contenders[base].config),
-                               **confirmed(study, confirmation, base, worst)}
+        summary["baseline"] = {
+            "config": contenders[base].config,
+            "hyperparameters": study.hyperparameters(contenders[base].config),
+            **confirmed(study, confirmation, base, worst),
+        }
     which = result["which"]
     entry = summary.get(which) if which else None
     summary["recommended"] = {
@@ -226,6 +241,3 @@ def compute(experiment: Experiment, race_runs: list[TrialResult]) -> dict[str, i
     search = sum(t.epochs for t in experiment.trials)
     race_epochs = sum(r.epochs for r in race_runs)
     return {"search_trial_epochs": search, "race_trial_epochs": race_epochs, "race_runs": len(race_runs)}
-
-
-

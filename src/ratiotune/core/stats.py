@@ -81,8 +81,10 @@ def format_prediction(p: dict[str, Any]) -> str:
     m = p["n"] - p["collapsed"]
     if p["landing"] is None:
         return text + f"; {m} run(s) did not collapse: too few for a range"
-    return (text + f"; one that does not lands in [{p['landing'][0]:.3f}, {p['landing'][1]:.3f}] (the range of the {m} "
-            f"that did not: it holds a new run with chance {p['landing_chance']:.0%})")
+    return (
+        text + f"; one that does not lands in [{p['landing'][0]:.3f}, {p['landing'][1]:.3f}] (the range of the {m} "
+        f"that did not: it holds a new run with chance {p['landing_chance']:.0%})"
+    )
 
 
 def lower_bound(values: list[float], confidence: float) -> float | None:
@@ -128,8 +130,10 @@ def format_interval(stats: dict[str, Any]) -> str:
         return "n/a"
     if stats.get("sd") is None:
         return f"mean {stats['mean']:.3f} (n=1: no spread)"
-    return (f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean "
-            f"[{_f(stats['ci95'][0])}, {_f(stats['ci95'][1])}] (n={stats['n']})")
+    return (
+        f"mean {stats['mean']:.3f}, sd {stats['sd']:.3f}, 95% CI of the mean "
+        f"[{_f(stats['ci95'][0])}, {_f(stats['ci95'][1])}] (n={stats['n']})"
+    )
 
 
 def format_share(collapsed: int, n: int) -> str:
@@ -138,4 +142,3 @@ def format_share(collapsed: int, n: int) -> str:
         return "collapsed: n/a (no runs)"
     low, high = wilson(collapsed, n)
     return f"collapsed {collapsed} of {n} ({collapsed / n:.0%}, 95% Wilson interval [{low:.0%}, {high:.0%}])"
-

@@ -65,4 +65,3 @@ def serve(experiment_dir: Path, host: str, port: int) -> int:
     server.server_close()
     print("dashboard stopped", file=sys.stderr)
     return 0
-

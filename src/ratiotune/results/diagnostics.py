@@ -122,7 +122,7 @@ def measure_noise(top: list[TrialResult], metric: str, window: int) -> Noise | N
     changes = []
     for trial in top:
         values = trial.values(metric)
-        tail = values[len(values) // 2:]
+        tail = values[len(values) // 2 :]
         changes.extend(b - a for a, b in zip(tail, tail[1:]))
     if len(changes) < 2:
         return None
@@ -203,7 +203,9 @@ def no_effect_warnings(study: Study, importance: Importance | None) -> list[str]
         if flat:
             trust = (
                 f" Only {importance.trials} trials went into it, too few to trust (≥ {FEW_TRIALS} needed), so read "
-                f"this as a hint." if importance.trials < FEW_TRIALS else ""
+                f"this as a hint."
+                if importance.trials < FEW_TRIALS
+                else ""
             )
             found.append(
                 f"**Near-zero importance in the data: {', '.join(flat)}.** {importance.method} importance "
@@ -239,7 +241,9 @@ def failure_warnings(experiment: Experiment) -> list[str]:
     if infeasible:
         rates = sorted(float(t.config["learning_rate"]) for t in infeasible if "learning_rate" in t.config)
         reason = infeasible[0].infeasible_reason
-        hint = f" at learning_rate {rates[0]:.3g}–{rates[-1]:.3g}: consider a lower search.space.learning_rate.high" if rates else ""
+        hint = (
+            f" at learning_rate {rates[0]:.3g}–{rates[-1]:.3g}: consider a lower search.space.learning_rate.high" if rates else ""
+        )
         lines.append(f"Infeasible (diverged) trials, e.g. `{reason}`{hint}.")
     if errored:  # only errored trials have one; a diverged trial ends cleanly with its reason in result.json
         lines.append("Each errored trial's folder has error.txt with the full traceback.")

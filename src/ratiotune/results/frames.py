@@ -93,36 +93,43 @@ class ExperimentFrames:
         honest = race_summary.honest_metric(study.search.metric)
         folder = race_summary.race_dir(self.path)
         rows = []
-        rounds = sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (not p.name.startswith("round-"), p.name)) \
-            if folder.is_dir() else []
+        rounds = (
+            sorted((p for p in folder.iterdir() if p.is_dir()), key=lambda p: (not p.name.startswith("round-"), p.name))
+            if folder.is_dir()
+            else []
+        )
         for round_dir in rounds:
             try:
                 runs = load_experiment(round_dir)
             except StudyError:
                 continue
             selection = round_dir.name.startswith("round-")
-            for run in sorted(runs.trials,
-                              key=lambda r: (r.config.get(race_summary.CONTENDER_KEY, 0), r.config.get(SEED_KEY, 0))):
+            for run in sorted(
+                runs.trials, key=lambda r: (r.config.get(race_summary.CONTENDER_KEY, 0), r.config.get(SEED_KEY, 0))
+            ):
                 index = run.config.get(race_summary.CONTENDER_KEY)
                 last = max(run.rows, key=lambda row: row.get("epoch", 0), default={})
                 value = race_summary.run_value(study, run)
                 figure = last.get(honest) if finite(last.get(honest)) and value is not None else None
                 checkpoint = run.latest_checkpoint()
-                rows.append({
-                    "round": round_dir.name,
-                    "phase": "selection" if selection else "confirmation",
-                    "run": run.name,
-                    "contender": names[index] if isinstance(index, int) and index < len(names) else index,
-                    **race_summary.searched_values(study, run.config),
-                    "seed": run.config.get(SEED_KEY),
-                    "status": run.status(study.train.epochs),
-                    "epochs": run.epochs,
-                    "objective": value,
-                    honest: figure,
-                    "collapsed": None if selection else (
-                        figure is None or race_summary.ended_collapsed(study, figure, last.get("test/mean_reward"))),
-                    "agents": str(checkpoint) if checkpoint is not None and value is not None else None,
-                })
+                rows.append(
+                    {
+                        "round": round_dir.name,
+                        "phase": "selection" if selection else "confirmation",
+                        "run": run.name,
+                        "contender": names[index] if isinstance(index, int) and index < len(names) else index,
+                        **race_summary.searched_values(study, run.config),
+                        "seed": run.config.get(SEED_KEY),
+                        "status": run.status(study.train.epochs),
+                        "epochs": run.epochs,
+                        "objective": value,
+                        honest: figure,
+                        "collapsed": None
+                        if selection
+                        else (figure is None or race_summary.ended_collapsed(study, figure, last.get("test/mean_reward"))),
+                        "agents": str(checkpoint) if checkpoint is not None and value is not None else None,
+                    }
+                )
         return pd.DataFrame(rows)
 
     def retrain_runs(self, output: str | Path | None = None) -> pd.DataFrame:

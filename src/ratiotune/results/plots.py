@@ -25,9 +25,7 @@ HIGHLIGHT = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
 BACKGROUND = "#b0b0b0"
 
 
-def learning_curves(
-    experiment: Experiment, top: list[TrialResult], metrics: list[str], path: Path
-) -> Path:
+def learning_curves(experiment: Experiment, top: list[TrialResult], metrics: list[str], path: Path) -> Path:
     """One panel per metric: every trial in grey, the top trials in colour and labelled."""
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
     top_names = [t.name for t in top]
@@ -39,8 +37,15 @@ def learning_curves(
             ax.plot(epochs, values, color=BACKGROUND, linewidth=1, alpha=0.8)
         for rank, trial in enumerate(top):
             epochs, values = _curve(trial, metric)
-            ax.plot(epochs, values, color=HIGHLIGHT[rank % len(HIGHLIGHT)], linewidth=2, marker="o", markersize=3,
-                    label=f"#{rank + 1} {trial.name}")
+            ax.plot(
+                epochs,
+                values,
+                color=HIGHLIGHT[rank % len(HIGHLIGHT)],
+                linewidth=2,
+                marker="o",
+                markersize=3,
+                label=f"#{rank + 1} {trial.name}",
+            )
         if len(experiment.trials) > len(top):
             ax.plot([], [], color=BACKGROUND, linewidth=1, label="other trials")
         ax.set_title(metric)
@@ -51,9 +56,7 @@ def learning_curves(
     return _save(fig, path)
 
 
-def hyperparameter_axes(
-    experiment: Experiment, metric: str, mode: str, path: Path
-) -> Path:
+def hyperparameter_axes(experiment: Experiment, metric: str, mode: str, path: Path) -> Path:
     """One panel per searched hyperparameter: its value vs the trial's best metric.
 
     Filled: finished; hollow: stopped early by the scheduler (its value is an early
@@ -65,7 +68,7 @@ def hyperparameter_axes(
     columns = min(2, len(searched))
     rows = math.ceil(len(searched) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.2 * rows + 0.6), squeeze=False, sharey=True)
-    for ax in axes.flat[len(searched):]:
+    for ax in axes.flat[len(searched) :]:
         ax.set_visible(False)
     scored = [t.best(metric, mode) for t in experiment.trials if t.best(metric, mode) is not None]
     low, high = (min(scored), max(scored)) if scored else (0.0, 1.0)
@@ -84,8 +87,7 @@ def hyperparameter_axes(
                 ax.scatter([x], [floor if value is None else value], marker=marker, color=color, s=40, zorder=3)
             elif value is not None:
                 color = BACKGROUND if status == UNFINISHED else "#1f77b4"
-                ax.scatter([x], [value], s=36, zorder=3, edgecolors=color,
-                           facecolors="none" if status == STOPPED else color)
+                ax.scatter([x], [value], s=36, zorder=3, edgecolors=color, facecolors="none" if status == STOPPED else color)
             if best and trial is best[0]:
                 ax.scatter([x], [value], marker="*", s=220, color="#ffbf00", edgecolors="black", zorder=4)
         _format_axis(ax, spec)
@@ -135,8 +137,11 @@ def importance_bars(importance: dict[str, float], title: str, path: Path) -> Pat
 
 
 def _curve(trial: TrialResult, metric: str) -> tuple[list[int], list[float]]:
-    points = [(int(row["epoch"]), float(row[metric])) for row in trial.rows
-              if isinstance(row.get(metric), (int, float)) and isinstance(row.get("epoch"), (int, float))]
+    points = [
+        (int(row["epoch"]), float(row[metric]))
+        for row in trial.rows
+        if isinstance(row.get(metric), (int, float)) and isinstance(row.get("epoch"), (int, float))
+    ]
     return [e for e, _ in points], [v for _, v in points]
 
 

@@ -60,8 +60,13 @@ def recommended(experiment: Experiment) -> Recommendation:
         trial = ranked[0]
         why = study.race_skipped() or f"the race has not finished: ratiotune resume {experiment.directory}"
         checkpoint = trial.best_checkpoint(metric, mode)
-        figures = {"metric": metric, "objective": trial.score(metric, window), "best": trial.best(metric, mode),
-                   "best_epoch": trial.best_epoch(metric, mode), "epochs": trial.epochs}
+        figures = {
+            "metric": metric,
+            "objective": trial.score(metric, window),
+            "best": trial.best(metric, mode),
+            "best_epoch": trial.best_epoch(metric, mode),
+            "epochs": trial.epochs,
+        }
         lines = (
             f"best trial: {trial.name}",
             f"no honest figure: no fresh-seed confirmation ({why})",
@@ -71,9 +76,15 @@ def recommended(experiment: Experiment) -> Recommendation:
             f"checkpoint: {checkpoint} (the search trial's; `ratiotune retrain` ships final agents)",
         )
         return Recommendation(
-            source="search", which="search's top", hyperparameters=study.hyperparameters(trial.config),
-            config=race_summary.searched_values(study, trial.config), search_trial=trial.name, honest=False,
-            figures=figures, checkpoint=checkpoint, lines=lines,
+            source="search",
+            which="search's top",
+            hyperparameters=study.hyperparameters(trial.config),
+            config=race_summary.searched_values(study, trial.config),
+            search_trial=trial.name,
+            honest=False,
+            figures=figures,
+            checkpoint=checkpoint,
+            lines=lines,
         )
     chosen = summary["recommended"]
     w = summary["winner"]
@@ -91,10 +102,21 @@ def recommended(experiment: Experiment) -> Recommendation:
         entry, values = summary[which], chosen["hyperparameters"]
         lines.append(f"recommended: the {which}; its final agents (agent_0/, agent_1/), one per confirmation seed:")
         lines += [f"  {path}" for path in chosen["agents"]]
-    figures = {"metric": summary["honest_metric"], **entry["stats"], "collapsed": entry["collapse"]["collapsed"],
-               "per_seed": entry["per_seed"]}
+    figures = {
+        "metric": summary["honest_metric"],
+        **entry["stats"],
+        "collapsed": entry["collapse"]["collapsed"],
+        "per_seed": entry["per_seed"],
+    }
     return Recommendation(
-        source="race", which=which, hyperparameters=values, config=entry["config"],
-        search_trial=w["search_trial"] if entry is w else None, honest=True, figures=figures,
-        agents=[Path(p) for p in chosen["agents"]], verdict=race_text.verdict(summary), lines=tuple(lines),
+        source="race",
+        which=which,
+        hyperparameters=values,
+        config=entry["config"],
+        search_trial=w["search_trial"] if entry is w else None,
+        honest=True,
+        figures=figures,
+        agents=[Path(p) for p in chosen["agents"]],
+        verdict=race_text.verdict(summary),
+        lines=tuple(lines),
     )

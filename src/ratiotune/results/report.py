@@ -76,8 +76,7 @@ def write_report(
     # The same object a notebook gets from ratiotune.read_experiment(...).diagnostics().
     found = diagnose(experiment, metric, mode)
     figures = draw_figures(experiment, ranked, metric, mode, found.importance, out_dir)
-    text = render_markdown(experiment, trials, ranked, metric, mode, found.importance, found.noise, found.warnings,
-                           figures)
+    text = render_markdown(experiment, trials, ranked, metric, mode, found.importance, found.noise, found.warnings, figures)
     path = out_dir / "report.md"
     path.write_text(text)
     return path
@@ -97,8 +96,12 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def draw_figures(
-    experiment: Experiment, ranked: list[TrialResult], metric: str, mode: str,
-    importance: Importance | None, out_dir: Path,
+    experiment: Experiment,
+    ranked: list[TrialResult],
+    metric: str,
+    mode: str,
+    importance: Importance | None,
+    out_dir: Path,
 ) -> dict[str, Path]:
     study = experiment.study
     figures = {}
@@ -118,8 +121,15 @@ def draw_figures(
 
 
 def render_markdown(
-    experiment: Experiment, trials: list[dict[str, Any]], ranked: list[TrialResult], metric: str, mode: str,
-    importance: Importance | None, noise: Noise | None, found: list[str], figures: dict[str, Path],
+    experiment: Experiment,
+    trials: list[dict[str, Any]],
+    ranked: list[TrialResult],
+    metric: str,
+    mode: str,
+    importance: Importance | None,
+    noise: Noise | None,
+    found: list[str],
+    figures: dict[str, Path],
 ) -> str:
     study = experiment.study
     names = searched(study)
@@ -137,8 +147,10 @@ def render_markdown(
     ]
     summary = race_summary.load_summary(experiment.directory) if metric == study.search.metric else None
     if summary is not None:
-        lines.append(f"- **Race: {race_text.verdict(summary)}** (race winner or best challenger: search trial "
-                     f"{summary['winner']['search_trial']}).")
+        lines.append(
+            f"- **Race: {race_text.verdict(summary)}** (race winner or best challenger: search trial "
+            f"{summary['winner']['search_trial']})."
+        )
         lines += [f"  - {line}" for line in race_text.headline(summary)[1:]]
         lines.append(f"  - Every round and seed: `{race_summary.race_dir(experiment.directory) / 'summary.md'}`.")
     elif study.race_skipped() is None and metric == study.search.metric:
@@ -155,11 +167,15 @@ def render_markdown(
         )
         checkpoint = best.best_checkpoint(metric, mode)
         if checkpoint:
-            lines.append(f"- Best checkpoint: `{checkpoint}`; its config as study values: `ratiotune best {experiment.directory}`.")
+            lines.append(
+                f"- Best checkpoint: `{checkpoint}`; its config as study values: `ratiotune best {experiment.directory}`."
+            )
     else:
         lines.append(f"- No trial has reported {metric} yet.")
     lines.append(
-        f"- Trials: {len(trials)} — " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s not in (UNFINISHED, TASK_ERROR)) + "."
+        f"- Trials: {len(trials)} — "
+        + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s] or s not in (UNFINISHED, TASK_ERROR))
+        + "."
     )
     if counts[UNFINISHED]:
         lines.append(
@@ -188,16 +204,28 @@ def render_markdown(
     lines.append("|" + "|".join("---" for _ in header) + "|")
     scored = [row for row in trials if row.get(f"best {metric}") is not None]
     for rank, row in enumerate(scored[:TOP_TABLE], start=1):
-        cells = [str(rank), row["trial"], row["status"], *(_fmt(row.get(n)) for n in names), str(row["epochs"]),
-                 _fmt(row.get(f"best {metric}")), _fmt(row.get(f"final {metric}")), f"{row['wall_seconds']:.0f}"]
+        cells = [
+            str(rank),
+            row["trial"],
+            row["status"],
+            *(_fmt(row.get(n)) for n in names),
+            str(row["epochs"]),
+            _fmt(row.get(f"best {metric}")),
+            _fmt(row.get(f"final {metric}")),
+            f"{row['wall_seconds']:.0f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"All {len(trials)} trials: [trials.csv](trials.csv); every epoch of every trial: [curves.csv](curves.csv).")
 
     sections = [
         ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by best {metric} in colour."),
-        ("params", "Searched hyperparameters", "Each trial's value against its best metric. Hollow markers: "
-         "stopped early (an early value); markers along the bottom: errored/infeasible trials without a value."),
+        (
+            "params",
+            "Searched hyperparameters",
+            "Each trial's value against its best metric. Hollow markers: "
+            "stopped early (an early value); markers along the bottom: errored/infeasible trials without a value.",
+        ),
         # The task's own figures, in its own words (length-ratio: how the best trial reached the ratio).
         *((f.name, f.title, f.caption) for f in task_figures(study)),
         ("importance", "Hyperparameter importance", _importance_note(importance)),

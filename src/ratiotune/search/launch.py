@@ -15,7 +15,6 @@ from ratiotune.core.study import ParamSpec, Study, StudyError, continuous_params
 from ratiotune.core.wandb_settings import WandbSettings
 
 
-
 def param_space(study: Study) -> dict[str, Any]:
     return {name: tune_domain(spec) for name, spec in study.search.space.items()}
 
@@ -36,7 +35,6 @@ def tune_domain(spec: ParamSpec):
 def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna_location: str | None = None):
     """OptunaSearch with a seeded sampler (OptunaSearch's own seed= is ignored once a sampler is passed),
     on the Optuna storage at optuna_location (optuna_study.py), or in memory when it is None."""
-    import optuna
     from ray.tune.search.optuna import OptunaSearch
 
     if study.search.scheduler.type == "pbt":
@@ -68,8 +66,12 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
     from ratiotune.core.storage import split_location
 
     return StoredOptunaSearch(
-        location=optuna_location, study_name=split_location(experiment_dir)[1], baseline=baseline, epochs=study.train.epochs,
-        experiment_dir=str(experiment_dir), sampler=sampler,
+        location=optuna_location,
+        study_name=split_location(experiment_dir)[1],
+        baseline=baseline,
+        epochs=study.train.epochs,
+        experiment_dir=str(experiment_dir),
+        sampler=sampler,
     )
 
 
@@ -172,9 +174,7 @@ def checkpoint_config(study: Study):
 
     search = study.search
     if search.scheduler.type == "pbt":
-        return tune.CheckpointConfig(
-            num_to_keep=max(study.checkpoint.num_to_keep, search.scheduler.perturbation_interval + 3)
-        )
+        return tune.CheckpointConfig(num_to_keep=max(study.checkpoint.num_to_keep, search.scheduler.perturbation_interval + 3))
     return tune.CheckpointConfig(
         num_to_keep=study.checkpoint.num_to_keep,
         checkpoint_score_attribute=OBJECTIVE,
@@ -295,8 +295,9 @@ def optuna_storage(study: Study, experiment_dir: Path | str) -> str | None:
     return location
 
 
-def seed_runs_config(study: Study, name: str, storage_path: str, columns: list[str], total: int,
-                     labels: dict[str, dict[Any, str]] | None = None):
+def seed_runs_config(
+    study: Study, name: str, storage_path: str, columns: list[str], total: int, labels: dict[str, dict[Any, str]] | None = None
+):
     """RunConfig for runs of fixed configs over fresh seeds (the race's rounds, `retrain`): only the
     final agents matter, so each run keeps its latest checkpoint; a run whose process or node dies
     restarts from it, as a search trial does."""

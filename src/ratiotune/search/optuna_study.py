@@ -44,8 +44,8 @@ def storage_location(optuna_storage: str | None, experiment_dir: Path | str) -> 
 
     if optuna_storage:
         prefix = "sqlite:///"
-        if optuna_storage.startswith(prefix) and not optuna_storage[len(prefix):].startswith("/"):
-            return prefix + str(Path(optuna_storage[len(prefix):]).resolve())
+        if optuna_storage.startswith(prefix) and not optuna_storage[len(prefix) :].startswith("/"):
+            return prefix + str(Path(optuna_storage[len(prefix) :]).resolve())
         return optuna_storage
     if is_uri(experiment_dir):
         return None
@@ -92,8 +92,9 @@ def record_race(experiment_dir: Path, winner_trial: str, headline: list[str]) ->
 class StoredOptunaSearch(OptunaSearch):
     """Ray's OptunaSearch on a persistent storage, with honest states and a clean resume (module doc)."""
 
-    def __init__(self, *, location: str, study_name: str, baseline: dict[str, Any] | None, epochs: int,
-                 experiment_dir: str, **kwargs):
+    def __init__(
+        self, *, location: str, study_name: str, baseline: dict[str, Any] | None, epochs: int, experiment_dir: str, **kwargs
+    ):
         # Ray's points_to_evaluate are not passed on: they would be enqueued again on every resume.
         super().__init__(storage=open_storage(location), study_name=study_name, **kwargs)
         self._baseline = baseline

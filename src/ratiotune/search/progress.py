@@ -96,7 +96,11 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
     lines.append(
         f"plan: {search.num_samples} trials ({search.sampler if scheduler.type != 'pbt' else 'random'} sampler; "
         f"{stopping}), {at_once} at a time, {resources} each"
-        + ("" if study.race_skipped() else "; then a race of the best configs against the baseline on fresh seeds (its size is fitted to what the search spent)")
+        + (
+            ""
+            if study.race_skipped()
+            else "; then a race of the best configs against the baseline on fresh seeds (its size is fitted to what the search spent)"
+        )
     )
     lines += [f"note: {note}" for note in ineffective_notes(study)]
     where = f"experiment: {experiment_dir}"
@@ -273,8 +277,12 @@ class RunsProgress(tune.Callback):
         total = max(self.total, len(trials))
         if 0 < self.ended < total:
             left = f", ~{clock(elapsed / self.ended * (total - self.ended))} left"
-        run = ", ".join(self.labels[key].get(trial.config.get(key), f"{key} {trial.config.get(key)}") if key in self.labels
-                        else f"{key} {trial.config.get(key)}" for key in self.columns)
+        run = ", ".join(
+            self.labels[key].get(trial.config.get(key), f"{key} {trial.config.get(key)}")
+            if key in self.labels
+            else f"{key} {trial.config.get(key)}"
+            for key in self.columns
+        )
         print(f"[{clock(elapsed)}]   {run}: {text}  ({self.ended} of {total} runs done{left})", flush=True)
 
 

@@ -56,8 +56,11 @@ def ranked_challengers(experiment: Experiment, top_k: int | None = None) -> list
     top_k = study.race.top_k if top_k is None else top_k
     baseline = study.baseline()
     clean = [t for t in experiment.ranked() if t.status(study.train.epochs) not in (ERRORED, INFEASIBLE)]
-    names = pick_contenders([(t.name, searched_values(study, t.config)) for t in clean],
-                            searched_values(study, baseline) if baseline is not None else None, top_k)
+    names = pick_contenders(
+        [(t.name, searched_values(study, t.config)) for t in clean],
+        searched_values(study, baseline) if baseline is not None else None,
+        top_k,
+    )
     by_name = {t.name: t for t in clean}
     return [Contender(n, searched_values(study, by_name[n].config), by_name[n].score(metric, window)) for n in names]
 
@@ -122,23 +125,33 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     baseline_values = study.baseline()
     # The contenders (an index into this list is CONTENDER_KEY): the baseline, the challengers, then
     # the search's next configs that a fallback may confirm in a refused winner's place.
-    runners_up = [c for c in ranked_challengers(experiment, top_k=len(challengers) + study.race.fallbacks)
-                  if c.name not in {x.name for x in challengers}]
+    runners_up = [
+        c
+        for c in ranked_challengers(experiment, top_k=len(challengers) + study.race.fallbacks)
+        if c.name not in {x.name for x in challengers}
+    ]
     baseline = [] if baseline_values is None else [Contender(BASELINE, searched_values(study, baseline_values), None)]
     contenders = [*baseline, *challengers, *runners_up]
     names = [c.name for c in contenders]
     worst = worst_value(study, study.search.metric, experiment.trials)
     protocol = Race(
-        [c.name for c in contenders[: len(contenders) - len(runners_up)]], runners_up=[c.name for c in runners_up],
-        settings=study.race, plan=plan, baseline=BASELINE if baseline_values is not None else None,
-        seed=lambda j: fresh_seeds(study, j, 1)[0], worst=worst, mode=study.search.mode,
+        [c.name for c in contenders[: len(contenders) - len(runners_up)]],
+        runners_up=[c.name for c in runners_up],
+        settings=study.race,
+        plan=plan,
+        baseline=BASELINE if baseline_values is not None else None,
+        seed=lambda j: fresh_seeds(study, j, 1)[0],
+        worst=worst,
+        mode=study.search.mode,
     )
     test_pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
     selection_runs: list[TrialResult] = []
     confirmation: list[TrialResult] = []
     while (stage := protocol.ask()) is not None:
-        planned = [{CONTENDER_KEY: names.index(r.contender), SEED_KEY: r.seed, TEST_KEY: test_pairs if r.test else 0}
-                   for r in stage.requests]
+        planned = [
+            {CONTENDER_KEY: names.index(r.contender), SEED_KEY: r.seed, TEST_KEY: test_pairs if r.test else 0}
+            for r in stage.requests
+        ]
         log(stage_line(stage, protocol, contenders))
         runs = run_round(study, folder / stage.name, planned, contenders).trials
         by_key = {(r.config[CONTENDER_KEY], r.config[SEED_KEY]): r for r in runs}
@@ -152,8 +165,10 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
         (confirmation if stage.requests[0].test else selection_runs).extend(runs)
         if not stage.requests[0].test:
             last = protocol.selection.trace[-1]
-            log(f"race {stage.name}: incumbent {label(last['incumbent'], contenders)}"
-                + (f"; cut {', '.join(label(c, contenders) for c in last['cut'])}" if last["cut"] else ""))
+            log(
+                f"race {stage.name}: incumbent {label(last['incumbent'], contenders)}"
+                + (f"; cut {', '.join(label(c, contenders) for c in last['cut'])}" if last["cut"] else "")
+            )
     result = protocol.result()
     summary = summarize(study, contenders, result, confirmation, plan, test_pairs, worst)
     summary["compute"] = compute(experiment, [*selection_runs, *confirmation])

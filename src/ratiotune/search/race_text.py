@@ -25,11 +25,19 @@ def label(name: str, contenders: list[Contender]) -> str:
 def stage_line(stage: Stage, protocol: Race, contenders: list[Contender]) -> str:
     seeds = sorted({r.seed for r in stage.requests})
     who = sorted({r.contender for r in stage.requests}, key=[c.name for c in contenders].index)
-    what = {"confirm": "confirmation on the test prompts", "confirm-2": "second look: the first fell short, the winner "
-            "leads on the mean"}.get(stage.name, "fallback: the refused winner collapsed too often; the search's next config"
-                                     if stage.name.startswith("fallback") else "selection")
-    return (f"race {stage.name} ({what}): {'; '.join(label(n, contenders) for n in who)} x seeds "
-            f"{', '.join(map(str, seeds))} = {len(stage.requests)} runs")
+    what = {
+        "confirm": "confirmation on the test prompts",
+        "confirm-2": "second look: the first fell short, the winner leads on the mean",
+    }.get(
+        stage.name,
+        "fallback: the refused winner collapsed too often; the search's next config"
+        if stage.name.startswith("fallback")
+        else "selection",
+    )
+    return (
+        f"race {stage.name} ({what}): {'; '.join(label(n, contenders) for n in who)} x seeds "
+        f"{', '.join(map(str, seeds))} = {len(stage.requests)} runs"
+    )
 
 
 def decision_text(gate_: dict[str, Any]) -> str:
@@ -39,11 +47,16 @@ def decision_text(gate_: dict[str, Any]) -> str:
     if gate_.get("margin") is None:
         return "no baseline to compare with"
     level = f"{gate_.get('confidence', 0.95):.1%}".replace(".0%", "%")
-    text = (f"one-sided {level} lower bound of the paired margin over the baseline "
-            + ("n/a" if low is None else f"{low:.3f}") + f" on {gate_['margin']['n']} seeds")
+    text = (
+        f"one-sided {level} lower bound of the paired margin over the baseline "
+        + ("n/a" if low is None else f"{low:.3f}")
+        + f" on {gate_['margin']['n']} seeds"
+    )
     if "race_confidence" in gate_:
-        text += (f" (look {gate_['look']} of up to {gate_['max_looks']}: the whole race confirms a config no better "
-                 f"than the baseline at most {1 - gate_['race_confidence']:.0%} of the time)")
+        text += (
+            f" (look {gate_['look']} of up to {gate_['max_looks']}: the whole race confirms a config no better "
+            f"than the baseline at most {1 - gate_['race_confidence']:.0%} of the time)"
+        )
     return text
 
 
@@ -62,14 +75,18 @@ def headline(summary: dict[str, Any]) -> list[str]:
     w = summary["winner"]
     protocol = summary["protocol"]
     metric = summary["honest_metric"]
-    where = (f"final epoch {protocol['epoch']}, {protocol['prompts']}, {protocol['samples_per_prompt']} pairs/prompt, "
-             f"seeds {', '.join(map(str, summary['seeds']['confirmation']))}")
+    where = (
+        f"final epoch {protocol['epoch']}, {protocol['prompts']}, {protocol['samples_per_prompt']} pairs/prompt, "
+        f"seeds {', '.join(map(str, summary['seeds']['confirmation']))}"
+    )
     lines = [verdict(summary), f"{metric} on fresh seeds ({where}); diverged runs score the worst value and count in n:"]
     for number, passed in enumerate(summary.get("fallbacks", []), start=1):
         # A winner refused for its collapses; the search's next config took its place on the same seeds.
         collapse = passed["collapse"]
-        lines.append(f"passed over ({number}): {config_text(passed['config'])}: mean {passed['stats']['mean']:.3f}, "
-                     f"{format_share(collapse['collapsed'], collapse['n'])}; the search's next config raced in its place")
+        lines.append(
+            f"passed over ({number}): {config_text(passed['config'])}: mean {passed['stats']['mean']:.3f}, "
+            f"{format_share(collapse['collapsed'], collapse['n'])}; the search's next config raced in its place"
+        )
 
     def config_lines(label: str, entry: dict[str, Any]) -> list[str]:
         values = ", ".join("diverged" if s["value"] is None else f"{s['value']:.3f}" for s in entry["per_seed"])
@@ -87,8 +104,10 @@ def headline(summary: dict[str, Any]) -> list[str]:
         lines.append(f"re-run the {recommended} once: {format_prediction(summary[recommended]['prediction'])}")
     if summary.get("margin"):
         margin = summary["margin"]
-        lines.append(f"margin over the baseline (paired by seed): mean {margin['mean']:.3f} (n={margin['n']})"
-                     + ("" if summary["gate"]["recommend"] else f"; {decision_text(summary['gate'])}"))
+        lines.append(
+            f"margin over the baseline (paired by seed): mean {margin['mean']:.3f} (n={margin['n']})"
+            + ("" if summary["gate"]["recommend"] else f"; {decision_text(summary['gate'])}")
+        )
     if w["search_score"] is not None:
         lines.append(
             f"selection figure (optimistic: the value it was picked on): search {summary['metric']} objective "
@@ -107,8 +126,13 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "",
         f"**{verdict(summary)}**",
         "",
-        "Race winner: " + ("the baseline (no challenger beat it)" if summary.get("race_kept_baseline")
-                           else f"{config_text(w['config'])} (search trial {w['search_trial']})") + ".",
+        "Race winner: "
+        + (
+            "the baseline (no challenger beat it)"
+            if summary.get("race_kept_baseline")
+            else f"{config_text(w['config'])} (search trial {w['search_trial']})"
+        )
+        + ".",
         "",
         *[f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in headline(summary)[1:]],
         "",
@@ -119,8 +143,11 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"{selection['runs']} runs of a budget of {selection['budget']}; stopped: {selection['stop_reason']}.",
     ]
     if selection["rounds"]:
-        lines += ["", "| round | config | search trial | status | seeds | mean | per seed | vs incumbent (wins/losses/ties, p) |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| round | config | search trial | status | seeds | mean | per seed | vs incumbent (wins/losses/ties, p) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     contenders = selection["contenders"]
     for entry in selection["rounds"]:
         for row in entry["standings"]:
@@ -142,6 +169,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += [f"- `{path}`" for path in agents]
     c = summary.get("compute")
     if c:
-        lines += ["", f"Compute: search {c['search_trial_epochs']} trial-epochs, race {c['race_trial_epochs']} "
-                  f"trial-epochs in {c['race_runs']} runs."]
+        lines += [
+            "",
+            f"Compute: search {c['search_trial_epochs']} trial-epochs, race {c['race_trial_epochs']} "
+            f"trial-epochs in {c['race_runs']} runs.",
+        ]
     return "\n".join(lines) + "\n"

@@ -48,6 +48,8 @@ from ratiotune.search.seed_grid import run_seed_grid
 # The retrain eval protocol samples this many times more answer pairs per prompt than the
 # search's: the search only needs to rank configs, the retrain has to measure them.
 EVAL_SAMPLES_FACTOR = 4
+
+
 # Reported per config, mean / sd / 95% interval over seeds. eval/ (the selection prompts) picks
 # the winner and the seed whose agents ship; test/ (prompts that selected nothing) reports them.
 def headline_metrics(study: Study) -> tuple[str, ...]:
@@ -55,10 +57,11 @@ def headline_metrics(study: Study) -> tuple[str, ...]:
     (length-ratio: eval/in_range_fraction, eval/mean_reward, test/in_range_fraction, test/mean_reward)."""
     names = dict.fromkeys((study.metrics().headline, "mean_reward"))
     return (*(f"eval/{n}" for n in names), *(f"test/{n}" for n in names))
+
+
 RANK_KEY = "rank"
 RUNS_DIR = "runs"  # the report runs
 SELECT_DIR = "select"  # the selection runs (more than one candidate)
-
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,9 @@ def plan_retrain(
     for rank, (trial, config) in enumerate(picks[:top_k], start=1):
         start = trial.best_checkpoint(metric, mode) if from_checkpoint and trial is not None else None
         if from_checkpoint and start is None:
-            raise StudyError(f"--from-checkpoint: config {rank} ({trial.name if trial else 'the baseline'}) kept no checkpoint with {metric}")
+            raise StudyError(
+                f"--from-checkpoint: config {rank} ({trial.name if trial else 'the baseline'}) kept no checkpoint with {metric}"
+            )
         candidates.append(
             Candidate(
                 rank=rank,
@@ -226,9 +231,16 @@ def run_seeds(plan: RetrainPlan, candidates: list[Candidate], seeds: list[int], 
     check_resources(study, largest_node_gpus())
     runs_dir = plan.output / folder
     # Every rank x seed; the final epoch is also scored on the test prompts, with the retrain's (4x) eval pairs.
-    runs = [{RANK_KEY: c.rank, SEED_KEY: seed, TEST_KEY: study.task.eval_samples_per_prompt,
-             **({START_KEY: str(c.start_checkpoint)} if plan.from_checkpoint else {})}
-            for c in candidates for seed in seeds]
+    runs = [
+        {
+            RANK_KEY: c.rank,
+            SEED_KEY: seed,
+            TEST_KEY: study.task.eval_samples_per_prompt,
+            **({START_KEY: str(c.start_checkpoint)} if plan.from_checkpoint else {}),
+        }
+        for c in candidates
+        for seed in seeds
+    ]
     run_seed_grid(study, runs_dir, runs, {c.rank: c.config for c in candidates}, RANK_KEY, prefix="rank")
     return load_experiment(runs_dir)
 
@@ -307,8 +319,9 @@ def summarize(plan: RetrainPlan, runs: Experiment, selection: Experiment | None 
     # The shipped run: best on the eval prompts (selection prompts), never on test.
     best_run = max(clean, key=lambda r: sign * r[metric])
     # As the race counts them: a failed run, or one that ended at its figure's worst end or the reward's floor.
-    collapsed = sum(1 for r in winner["runs"]
-                    if r["error"] or ended_collapsed(plan.study, r.get(honest), r.get("test/mean_reward")))
+    collapsed = sum(
+        1 for r in winner["runs"] if r["error"] or ended_collapsed(plan.study, r.get(honest), r.get("test/mean_reward"))
+    )
     return {
         "experiment": str(plan.experiment.directory.resolve()),
         "candidates_from": plan.source,
@@ -397,18 +410,27 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     metric = summary["metric"]
     honest = summary["honest_metric"]
     protocol = summary["eval_protocol"]
-    source = ("the race's recommendation, then its survivors" if summary["candidates_from"] == "race"
-              else "the search's top configs (no finished race: its ranking is optimistic)")
+    source = (
+        "the race's recommendation, then its survivors"
+        if summary["candidates_from"] == "race"
+        else "the search's top configs (no finished race: its ranking is optimistic)"
+    )
     select, report = summary["selection_seeds"], summary["report_seeds"]
     lines = [
         f"# Retrain of {summary['experiment']}",
         "",
         f"Candidates: {source}. "
-        + (f"Selected on seeds {', '.join(map(str, select))} ({metric}, {protocol['prompts']}); " if select
-           else "One candidate: nothing selected; ")
+        + (
+            f"Selected on seeds {', '.join(map(str, select))} ({metric}, {protocol['prompts']}); "
+            if select
+            else "One candidate: nothing selected; "
+        )
         + f"reported on seeds {', '.join(map(str, report))} ({honest}, {protocol['test_prompts']}), which selected nothing. "
-        + (f"{summary['epochs']} more epochs from each trial's best checkpoint" if summary["from_checkpoint"]
-           else f"{summary['epochs']} epochs from scratch")
+        + (
+            f"{summary['epochs']} more epochs from each trial's best checkpoint"
+            if summary["from_checkpoint"]
+            else f"{summary['epochs']} epochs from scratch"
+        )
         + f"; final epoch only, {protocol['samples_per_prompt']} answer pairs per prompt (the search used "
         f"{protocol['search_samples_per_prompt']}). A diverged or errored run scores the worst value and counts in n.",
         "",
@@ -419,21 +441,35 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for c in summary["configs"]:
         hp = c["hyperparameters"]
         selection = format_interval(c["selection"]["stats"][metric]) if c.get("selection") else "-"
-        cells = [str(c["rank"]), c["search_trial"] or "(baseline)", f"{hp['learning_rate']:.3g}", str(hp["num_generations"]),
-                 str(hp["max_new_tokens"]), f"{hp['reward_scale']:g}", _fmt(c["search"].get(metric)),
-                 selection, format_interval(c["stats"][honest]) if c["runs"] else "-"]
+        cells = [
+            str(c["rank"]),
+            c["search_trial"] or "(baseline)",
+            f"{hp['learning_rate']:.3g}",
+            str(hp["num_generations"]),
+            str(hp["max_new_tokens"]),
+            f"{hp['reward_scale']:g}",
+            _fmt(c["search"].get(metric)),
+            selection,
+            format_interval(c["stats"][honest]) if c["runs"] else "-",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     w = summary["winner"]
     winner = next(c for c in summary["configs"] if c["rank"] == w["rank"])
     stats, figure = winner["stats"].get(honest), winner["search"].get(metric)
     failed = [r for c in summary["configs"] for r in [*c["runs"], *((c.get("selection") or {}).get("runs") or [])] if r["error"]]
     if failed:
-        lines += ["", f"{len(failed)} run(s) failed and count as the worst value: "
-                  + "; ".join(f"{r['run']}: {r['error']}" for r in failed)]
+        lines += [
+            "",
+            f"{len(failed)} run(s) failed and count as the worst value: "
+            + "; ".join(f"{r['run']}: {r['error']}" for r in failed),
+        ]
     collapse = w["collapse"]
-    lines += ["", f"Winner: rank {w['rank']} ({w['search_trial'] or 'the baseline'}); final agents from report seed {w['seed']} "
-              f"({w['run']}, the best of the report runs on {metric}).",
-              f"Expect {honest}: {format_interval(stats)}; {format_share(collapse['collapsed'], collapse['n'])}."]
+    lines += [
+        "",
+        f"Winner: rank {w['rank']} ({w['search_trial'] or 'the baseline'}); final agents from report seed {w['seed']} "
+        f"({w['run']}, the best of the report runs on {metric}).",
+        f"Expect {honest}: {format_interval(stats)}; {format_share(collapse['collapsed'], collapse['n'])}.",
+    ]
     if len(summary["configs"]) > 1:
         lines.append(
             "The first candidate holds up: it is still the best by mean over the selection seeds."

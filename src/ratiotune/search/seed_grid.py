@@ -55,9 +55,11 @@ def run_seed_grid(
             reuse_actors=reuse_actors,
             # From `runs`: the sample_from values are not resolved yet when Ray names the folder.
             trial_dirname_creator=lambda t: "{}{}_seed{}".format(
-                prefix, runs[t.config[RUN_KEY]][key], runs[t.config[RUN_KEY]][SEED_KEY]),
+                prefix, runs[t.config[RUN_KEY]][key], runs[t.config[RUN_KEY]][SEED_KEY]
+            ),
         ),
-        run_config=seed_runs_config(study, folder.name, str(folder.parent), [key, SEED_KEY], len(runs),
-                                    {key: labels} if labels else None),
+        run_config=seed_runs_config(
+            study, folder.name, str(folder.parent), [key, SEED_KEY], len(runs), {key: labels} if labels else None
+        ),
     )
     return tuner.fit()

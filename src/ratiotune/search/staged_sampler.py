@@ -37,12 +37,21 @@ class StagedSampler(optuna.samplers.BaseSampler):
             raise ValueError("the staged sampler needs learning_rate in search.space")
         self.space, self.defaults, self.lr_points, self.seed = space, defaults, lr_points, seed
         spec = space[LR]
-        grid = np.geomspace(spec.low, spec.high, lr_points) if spec.type == "loguniform" else np.linspace(spec.low, spec.high, lr_points)
+        grid = (
+            np.geomspace(spec.low, spec.high, lr_points)
+            if spec.type == "loguniform"
+            else np.linspace(spec.low, spec.high, lr_points)
+        )
         self.grid = [float(v) for v in grid]
         self.order = coarse_first(lr_points)
         self.step = math.log(self.grid[1] / self.grid[0]) if lr_points > 1 and spec.type == "loguniform" else 0.0
-        self.moves = [(name, value) for name, p in space.items() if name != LR and p.type == "choice"
-                      for value in p.values if value != defaults[name]]
+        self.moves = [
+            (name, value)
+            for name, p in space.items()
+            if name != LR and p.type == "choice"
+            for value in p.values
+            if value != defaults[name]
+        ]
         self._plans: dict[int, dict[str, Any]] = {}
 
     # Optuna's sampler interface: everything is drawn per parameter (no joint model).
@@ -84,8 +93,11 @@ class StagedSampler(optuna.samplers.BaseSampler):
         for name in self.defaults:
             if name == LR:
                 continue
-            alone = [t for t in near if all(t.params.get(o, self.defaults[o]) == self.defaults[o]
-                                            for o in self.defaults if o not in (LR, name))]
+            alone = [
+                t
+                for t in near
+                if all(t.params.get(o, self.defaults[o]) == self.defaults[o] for o in self.defaults if o not in (LR, name))
+            ]
             if alone:
                 best_values[name] = max(alone, key=lambda t: sign * t.value).params.get(name, self.defaults[name])
         values.update(best_values)

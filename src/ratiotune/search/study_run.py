@@ -27,8 +27,17 @@ Summarize = Callable[[Experiment], Optional[str]]
 
 
 def search(
-    study_file: str, *, overrides: list[str], storage_root: str, name: str | None, optuna_storage: str | None,
-    address: str | None, verbose: bool, wandb: WandbSettings | None, argv: list[str], summarize: Summarize,
+    study_file: str,
+    *,
+    overrides: list[str],
+    storage_root: str,
+    name: str | None,
+    optuna_storage: str | None,
+    address: str | None,
+    verbose: bool,
+    wandb: WandbSettings | None,
+    argv: list[str],
+    summarize: Summarize,
 ) -> int:
     """`ratiotune search`: check the study, start Ray, probe the task, run the search, then the race."""
     overrides = list(overrides) + ([f"name={name}"] if name else [])
@@ -62,9 +71,13 @@ def search(
         start_ray(address, log_file)
         # Before any trial starts (and after ray.init: see probe.py): most task bugs end here, in seconds.
         pairs, seconds = probe_answers(study)
-        print(f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
-              f"ok ({seconds:.1f} s)" if pairs else "pre-flight: skipped (the untrained agents could not answer; the "
-              "trials will say why)", flush=True)
+        print(
+            f"pre-flight: the task's reward and measure on {pairs} answer pairs sampled from the untrained agents: "
+            f"ok ({seconds:.1f} s)"
+            if pairs
+            else "pre-flight: skipped (the untrained agents could not answer; the trials will say why)",
+            flush=True,
+        )
         # The cluster's nodes, not this machine's: a trial must fit on one node.
         launch.check_resources(study, launch.largest_node_gpus())
         report, _ = memory.launch_report(study)
@@ -99,18 +112,23 @@ def rerun_hint(experiment_dir) -> str:
     if TASK_ERROR in statuses:
         # A task error stops the whole study (search/stop.py): the trials beside it end wherever they
         # were, so the folder holds no result whatever their number.
-        return (f"the study in it stopped on a task error ({statuses.count(TASK_ERROR)} of {len(statuses)} trials "
-                f"hit it), so it holds no result: after the fix, rerun with another --name, or delete it first "
-                f"(rm -r {experiment_dir})")
+        return (
+            f"the study in it stopped on a task error ({statuses.count(TASK_ERROR)} of {len(statuses)} trials "
+            f"hit it), so it holds no result: after the fix, rerun with another --name, or delete it first "
+            f"(rm -r {experiment_dir})"
+        )
     failed = [s for s in statuses if s == ERRORED]
     if not failed or len(failed) < len(statuses) or experiment.ranked():
         return hint
-    return (f"every trial in it errored ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
-            f"rerun with another --name, or delete it first (rm -r {experiment_dir})")
+    return (
+        f"every trial in it errored ({len(failed)} of {len(statuses)}), so it holds no result: after the fix, "
+        f"rerun with another --name, or delete it first (rm -r {experiment_dir})"
+    )
 
 
-def resume(experiment_path: str, *, skip_errored: bool, address: str | None, verbose: bool, argv: list[str],
-           summarize: Summarize) -> int:
+def resume(
+    experiment_path: str, *, skip_errored: bool, address: str | None, verbose: bool, argv: list[str], summarize: Summarize
+) -> int:
     """`ratiotune resume`: continue an interrupted search (then its race), or only its race."""
     experiment = load_experiment(Path(experiment_path).expanduser().resolve())
     experiment_dir, study = experiment.directory, experiment.study
@@ -123,8 +141,7 @@ def resume(experiment_path: str, *, skip_errored: bool, address: str | None, ver
 
         if study.race_skipped() is not None or load_summary(experiment_dir) is not None:
             raced = "" if study.race_skipped() is not None else ", and so has its race"
-            print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; "
-                  "nothing to resume")
+            print(f"{experiment_dir}: the study has finished ({len(experiment.trials)} trials){raced}; nothing to resume")
             return 0
         check_launch(study)
         log_file = ray_log_file(experiment_dir, verbose)
@@ -158,8 +175,10 @@ def run_to_end(tuner, study: Study, experiment_dir, summarize: Summarize) -> int
     if storage.is_uri(experiment_dir):
         failure = print_remote_summary(experiment_dir, grid, study)
         if failure is None and study.race_skipped() is None:
-            print("race: skipped (it reads the search's results from a local folder); copy the folder locally and "
-                  "run `ratiotune resume` on the copy to race its top configs")
+            print(
+                "race: skipped (it reads the search's results from a local folder); copy the folder locally and "
+                "run `ratiotune resume` on the copy to race its top configs"
+            )
     else:
         experiment = load_experiment(experiment_dir)
         failure = summarize(experiment)
@@ -213,8 +232,11 @@ def retrain(experiment_path: str, *, address: str | None, verbose: bool, **plan_
     log_file = ray_log_file(plan.output, verbose)
     from ratiotune.core.hyperparameters import config_text
 
-    print(f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
-          f"{plan.study.train.epochs} epochs each, into {plan.output}", flush=True)
+    print(
+        f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
+        f"{plan.study.train.epochs} epochs each, into {plan.output}",
+        flush=True,
+    )
     for candidate in plan.candidates:
         print(f"  rank {candidate.rank}: {config_text(candidate.config, plan.study.searched())}", flush=True)
     if log_file is not None:
@@ -277,8 +299,7 @@ def print_remote_summary(location: str, grid, study: Study) -> str | None:
     metric, mode = study.search.metric, study.search.mode
     print(f"\nexperiment: {location}  ({len(grid)} trials, {grid.num_errors} errored)")
     if len(grid) and grid.num_errors == len(grid):
-        return (f"every trial errored ({grid.num_errors} of {len(grid)}); see error.txt in the trial folders "
-                f"under {location}")
+        return f"every trial errored ({grid.num_errors} of {len(grid)}); see error.txt in the trial folders under {location}"
     try:
         best = grid.get_best_result(metric, mode, scope="all")
         history = best.metrics_dataframe
@@ -291,6 +312,5 @@ def print_remote_summary(location: str, grid, study: Study) -> str | None:
     row = column.idxmax() if mode == "max" else column.idxmin()
     epoch = int(history["epoch"][row]) if "epoch" in history else "?"
     print(f"best {metric}: {column[row]:.4f} at epoch {epoch}  config: {best.config}")
-    print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) "
-          "for `ratiotune best`")
+    print(f"copy the folder locally (e.g. `aws s3 sync {location} results/{location.rsplit('/', 1)[-1]}`) for `ratiotune best`")
     return None

@@ -21,6 +21,9 @@ class WandbLogger(WandbLoggerCallback):
         if not self._remote_logger_class:  # what Ray builds here, with max_restarts=0
             env_vars = {WANDB_ENV_VAR: os.environ[WANDB_ENV_VAR]} if WANDB_ENV_VAR in os.environ else {}
             self._remote_logger_class = ray.remote(
-                num_cpus=0, **_force_on_current_node(), runtime_env={"env_vars": env_vars}, max_restarts=0,
+                num_cpus=0,
+                **_force_on_current_node(),
+                runtime_env={"env_vars": env_vars},
+                max_restarts=0,
             )(self._logger_actor_cls)
         super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)

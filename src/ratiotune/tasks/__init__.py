@@ -53,7 +53,10 @@ def describe_pair(record: Record | None, first: str, second: str) -> str:
 
 
 def call_reward(
-    reward: Any, prompts: Sequence[str], completions1: Sequence[str], completions2: Sequence[str],
+    reward: Any,
+    prompts: Sequence[str],
+    completions1: Sequence[str],
+    completions2: Sequence[str],
     batch_items: Sequence[Record] | None = None,
 ) -> list[float]:
     """The task's reward over one group of answer pairs, as comlrl calls it, checked.
@@ -74,7 +77,9 @@ def call_reward(
         culprit = 0
         for i, (a, b) in enumerate(zip(completions1, completions2)):
             try:
-                call_reward_function(reward, list(prompts[i:i + 1]), [[a], [b]], num_agents=2, batch_items=[record_of(i)] if items else None)
+                call_reward_function(
+                    reward, list(prompts[i : i + 1]), [[a], [b]], num_agents=2, batch_items=[record_of(i)] if items else None
+                )
             except Exception:
                 culprit = i
                 break
@@ -148,7 +153,9 @@ def load_task(
     """
     if entry is None:
         if name not in BUILTIN_TASKS:
-            raise TaskLoadError(f"task.name: unknown task {name!r}; allowed: {', '.join(BUILTIN_TASKS)} (or task.entry for your own)")
+            raise TaskLoadError(
+                f"task.name: unknown task {name!r}; allowed: {', '.join(BUILTIN_TASKS)} (or task.entry for your own)"
+            )
         entry, field = BUILTIN_TASKS[name], "task.name"
     else:
         field = "task.entry"
@@ -249,7 +256,9 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
             return f"task.measure raised {type(exc).__name__}: {exc} on placeholder answers"
         for metric in task.metrics:
             if metric.name not in values:
-                return f"task.measure returned no {metric.name!r}, which Task.metrics declares; it must return every declared metric"
+                return (
+                    f"task.measure returned no {metric.name!r}, which Task.metrics declares; it must return every declared metric"
+                )
             try:
                 finite = math.isfinite(float(values[metric.name]))
             except (TypeError, ValueError):
@@ -260,7 +269,19 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
 
 
 __all__ = [
-    "BUILTIN_TASKS", "Record", "Sample", "Task", "TaskError", "TaskFigure", "TaskLoadError", "TaskMetric", "TrialCurves",
-    "call_measure", "call_reward",
-    "entry_file", "load_task", "probe_reward", "prompt_field",
+    "BUILTIN_TASKS",
+    "Record",
+    "Sample",
+    "Task",
+    "TaskError",
+    "TaskFigure",
+    "TaskLoadError",
+    "TaskMetric",
+    "TrialCurves",
+    "call_measure",
+    "call_reward",
+    "entry_file",
+    "load_task",
+    "probe_reward",
+    "prompt_field",
 ]

@@ -72,7 +72,9 @@ def coverage(headline: str, paragraph: str) -> float:
     return len(wanted & set(words(paragraph))) / len(wanted)
 
 
-def band_score(headline: str, paragraph: str, min_ratio: float = DEFAULT_MIN_RATIO, max_ratio: float = DEFAULT_MAX_RATIO) -> float:
+def band_score(
+    headline: str, paragraph: str, min_ratio: float = DEFAULT_MIN_RATIO, max_ratio: float = DEFAULT_MAX_RATIO
+) -> float:
     """1.0 when the word-count ratio paragraph/headline is in [min_ratio, max_ratio], else the factor it misses by."""
     n1, n2 = len(words(headline)), len(words(paragraph))
     if n1 == 0:
@@ -120,7 +122,9 @@ class HeadlineExpansionReward:
 
 METRICS = (
     TaskMetric("coverage", "max", "mean share of agent 1's distinct words that appear in agent 2's answer", (0.0, 1.0)),
-    TaskMetric("band_fraction", "max", "share of answer pairs whose word-count ratio agent 2 / agent 1 lies in the band", (0.0, 1.0)),
+    TaskMetric(
+        "band_fraction", "max", "share of answer pairs whose word-count ratio agent 2 / agent 1 lies in the band", (0.0, 1.0)
+    ),
     TaskMetric("mean_words_agent1", None, "mean words in agent 1's answers (the headlines)"),
     TaskMetric("mean_words_agent2", None, "mean words in agent 2's answers (the paragraphs)"),
 )

@@ -79,14 +79,13 @@ class LengthRatioReward:
     reward_range = (0.0, 1.0)
 
     def __call__(self, completions1: Sequence[str], completions2: Sequence[str]) -> list[float]:
-        return [
-            length_ratio_reward(c1, c2, self.target_min, self.target_max)
-            for c1, c2 in zip(completions1, completions2)
-        ]
+        return [length_ratio_reward(c1, c2, self.target_min, self.target_max) for c1, c2 in zip(completions1, completions2)]
 
 
 METRICS = (
-    TaskMetric("in_range_fraction", "max", "share of answer pairs whose len(agent 2) / len(agent 1) lies in the target band", (0.0, 1.0)),
+    TaskMetric(
+        "in_range_fraction", "max", "share of answer pairs whose len(agent 2) / len(agent 1) lies in the target band", (0.0, 1.0)
+    ),
     TaskMetric("mean_chars_agent1", None, "mean characters of agent 1's answers"),
     TaskMetric("mean_chars_agent2", None, "mean characters of agent 2's answers"),
     TaskMetric("mean_ratio", None, "mean len(agent 2) / len(agent 1): how the ratio is reached"),
@@ -122,9 +121,14 @@ def draw_answer_lengths(curves: TrialCurves, path: Path, target_min: float, targ
         ax.plot(xs, first, style, color="#1f77b4", marker="o", markersize=3, label=f"agent 1 ({split})")
         ax.plot(xs, second, style, color="#d62728", marker="o", markersize=3, label=f"agent 2 ({split})")
         if split == "eval":
-            ax.fill_between(xs, [target_min * c for c in first], [target_max * c for c in first],
-                            color="#d62728", alpha=0.12,
-                            label=f"agent 2 target: {target_min:g}-{target_max:g}x agent 1 (eval)")
+            ax.fill_between(
+                xs,
+                [target_min * c for c in first],
+                [target_max * c for c in first],
+                color="#d62728",
+                alpha=0.12,
+                label=f"agent 2 target: {target_min:g}-{target_max:g}x agent 1 (eval)",
+            )
     ax.set_ylabel("mean characters per answer")
     ax.set_title(f"How the best trial reached the ratio ({curves.name})")
     ax.set_xlabel("epoch")

@@ -104,7 +104,11 @@ def is_plain_prompt(record: Mapping[str, Any]) -> bool:
     """A record a .txt line holds unchanged: only a non-blank, stripped, one-line "prompt"."""
     prompt = record.get("prompt")
     return (
-        set(record) == {"prompt"} and isinstance(prompt, str) and bool(prompt) and prompt == prompt.strip() and "\n" not in prompt
+        set(record) == {"prompt"}
+        and isinstance(prompt, str)
+        and bool(prompt)
+        and prompt == prompt.strip()
+        and "\n" not in prompt
         and "\r" not in prompt
     )
 

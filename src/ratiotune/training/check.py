@@ -94,9 +94,7 @@ def _check(study: Study, start: float, devices: list[str]) -> CheckResult:
             for value in (low, high):
                 config = {**reference, name: value}
                 runs.append(reference_weights if config == reference else train_once(probe_study, config, devices)[1])
-            probes.append(
-                Probe(name, low, high, relative_difference(initial, *runs), max(_norm(initial, w) for w in runs))
-            )
+            probes.append(Probe(name, low, high, relative_difference(initial, *runs), max(_norm(initial, w) for w in runs)))
     return CheckResult(probes, repeat, reference, time.perf_counter() - start, prompts)
 
 

@@ -139,5 +139,7 @@ class DecodeLoop:
             steps += 1
         # As generate() returns them: up to the step at which the last row finished (its EOS included).
         stopped = torch.isin(out, eos)
-        ends = torch.where(stopped.any(-1), stopped.float().argmax(-1) + 1, torch.full_like(stopped[:, 0], max_new_tokens, dtype=torch.long))
+        ends = torch.where(
+            stopped.any(-1), stopped.float().argmax(-1) + 1, torch.full_like(stopped[:, 0], max_new_tokens, dtype=torch.long)
+        )
         return torch.cat([input_ids, out[:, : int(ends.max())]], dim=1)

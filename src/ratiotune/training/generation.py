@@ -113,7 +113,11 @@ class Decoding:
     """One agent's decoding mode and the static caches it keeps between `generate` calls."""
 
     def __init__(
-        self, mode: str, model: torch.nn.Module, device: str | torch.device, threaded: bool = False,
+        self,
+        mode: str,
+        model: torch.nn.Module,
+        device: str | torch.device,
+        threaded: bool = False,
         dtype: torch.dtype | None = None,
     ):
         self.mode = resolve(mode, device, threaded)

@@ -156,8 +156,13 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         return None
 
     def _generate_completions(
-        self, agent: Any, batch_items: list[Any], agent_idx: int = 0, num_return_sequences: int = 1,
-        max_new_tokens: int = 128, **kwargs: Any,
+        self,
+        agent: Any,
+        batch_items: list[Any],
+        agent_idx: int = 0,
+        num_return_sequences: int = 1,
+        max_new_tokens: int = 128,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         plain_prompts = kwargs.get("prompts_override") is None and kwargs.get("external_prompts") is None
         if plain_prompts and len(batch_items) == 1 and self._prefetched:
@@ -180,8 +185,12 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
             )
         with self.autocast(next(unwrap_model(agent).parameters()).device):
             output = super()._generate_completions(
-                agent, batch_items, agent_idx=agent_idx, num_return_sequences=num_return_sequences,
-                max_new_tokens=max_new_tokens, **kwargs,
+                agent,
+                batch_items,
+                agent_idx=agent_idx,
+                num_return_sequences=num_return_sequences,
+                max_new_tokens=max_new_tokens,
+                **kwargs,
             )
         self._count("generated_tokens", sum(output["response_lens"]))
         return output
@@ -189,7 +198,9 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
     def _prefetch_rollouts(self, items: list[Any]) -> None:
         """Decode every item's rollouts in one generate() call per agent (both agents at once with "mp")."""
         outputs = self._run_agent_tasks(lambda agent_idx: self._generate_batched(agent_idx, items))
-        self._prefetched = {(agent_idx, id(item)): out for agent_idx, per_item in enumerate(outputs) for item, out in zip(items, per_item)}
+        self._prefetched = {
+            (agent_idx, id(item)): out for agent_idx, per_item in enumerate(outputs) for item, out in zip(items, per_item)
+        }
 
     def _generate_batched(self, agent_idx: int, items: list[Any]) -> list[dict[str, Any]]:
         """num_generations rollouts of each item from one left-padded generate() call, in comlrl's per-prompt format.
@@ -267,11 +278,7 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         rollouts, and every CPU figure measured before, stay what they were bit for bit (a batched
         call draws the same distribution from another random stream). Single-turn only.
         """
-        return (
-            self.decoding is not None
-            and all(d.mode == "compiled" for d in self.decoding)
-            and int(self.args.num_turns) == 1
-        )
+        return self.decoding is not None and all(d.mode == "compiled" for d in self.decoding) and int(self.args.num_turns) == 1
 
     def run_epoch(self) -> None:
         """One pass over the training prompts, updating whenever a rollout buffer fills."""
@@ -581,6 +588,7 @@ def build_trainer(
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
     threaded = parallel == "mp"  # comlrl then generates both agents at once, from two threads
     trainer.decoding = [
-        Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype) for agent, device in zip(agents, devices)
+        Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype)
+        for agent, device in zip(agents, devices)
     ]
     return trainer

@@ -189,7 +189,11 @@ def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_
         return line + " (no CUDA device visible to this process: not compared with GPU memory)", False
     line += f" of {gpu_memory / GIB:.1f} GiB on {gpu_name or 'GPU 0'}"
     if need > gpu_memory:
-        return line + "\nwarning: that exceeds the GPU's memory; raise resources.gpu (fewer trials per GPU) or shrink num_generations / max_new_tokens", True
+        return (
+            line
+            + "\nwarning: that exceeds the GPU's memory; raise resources.gpu (fewer trials per GPU) or shrink num_generations / max_new_tokens",
+            True,
+        )
     return line, False
 
 
@@ -204,7 +208,9 @@ def study_shape(model_name: str) -> ModelShape:
     if model_name in BUILTIN_MODELS:
         s = BUILTIN_MODELS[model_name]
         vocab = s.vocab_size or 3 + len(CHARACTERS)  # pad/eos/unk + the characters
-        return ModelShape(vocab, s.hidden_size, s.intermediate_size, s.num_hidden_layers, s.num_attention_heads, s.num_key_value_heads)
+        return ModelShape(
+            vocab, s.hidden_size, s.intermediate_size, s.num_hidden_layers, s.num_attention_heads, s.num_key_value_heads
+        )
     from pathlib import Path
 
     from transformers import AutoConfig
@@ -219,13 +225,19 @@ def study_shape(model_name: str) -> ModelShape:
         source = str(Path(cached).parent) if isinstance(cached, str) else model_name
     c = AutoConfig.from_pretrained(source)
     return ModelShape(
-        c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-        getattr(c, "num_key_value_heads", None) or c.num_attention_heads, bool(getattr(c, "tie_word_embeddings", False)),
+        c.vocab_size,
+        c.hidden_size,
+        c.intermediate_size,
+        c.num_hidden_layers,
+        c.num_attention_heads,
+        getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+        bool(getattr(c, "tie_word_embeddings", False)),
     )
 
 
 def study_estimate(study) -> tuple[Estimate, str]:
     """The estimate for the study's most demanding trial (largest num_generations and max_new_tokens in the space)."""
+
     def largest(name: str) -> int:
         spec = study.search.space.get(name)
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
@@ -257,14 +269,23 @@ def study_estimate(study) -> tuple[Estimate, str]:
         else:
             # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
             rollout = generations * sum({cache_length(len(p), new_tokens) for p in train_prompts})
-        eval_prompts = [max((f(r) for f in formatters), key=len) for r in study.prompts("eval")]  # one call for all of them: one cache
+        eval_prompts = [
+            max((f(r) for f in formatters), key=len) for r in study.prompts("eval")
+        ]  # one call for all of them: one cache
         eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
         eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
         kept = rollout + eval_rows * eval_length
     shape = study_shape(study.model.name)
     result = estimate(
-        shape, dtype=dtype, num_generations=generations, max_new_tokens=new_tokens, prompt_tokens=prompt_tokens,
-        on_gpu=on_gpu, parallel=study.resources.gpu >= 2, kept_cache_tokens=kept, decode_copy=decoding == "compiled",
+        shape,
+        dtype=dtype,
+        num_generations=generations,
+        max_new_tokens=new_tokens,
+        prompt_tokens=prompt_tokens,
+        on_gpu=on_gpu,
+        parallel=study.resources.gpu >= 2,
+        kept_cache_tokens=kept,
+        decode_copy=decoding == "compiled",
     )
     header = (
         f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {decoding} decoding, "

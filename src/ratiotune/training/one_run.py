@@ -19,7 +19,6 @@ from ratiotune.core.wandb_settings import WandbSettings
 from ratiotune.core.study import SEARCHABLE, Study, StudyError, apply_override, load_study, validate_study, write_study
 
 
-
 def resolve_study(path: str | Path, sets: list[str] | tuple[str, ...] = ()) -> Study:
     """The study with every searched hyperparameter fixed to one value.
 

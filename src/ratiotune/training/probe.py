@@ -65,4 +65,3 @@ def _probe(study: Study) -> tuple[str | None, int]:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # the trials need the memory back
     return None, len(records) * samples
-

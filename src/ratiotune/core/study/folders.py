@@ -46,7 +46,7 @@ def study_files(study: Study, filename: str = "study.yaml") -> dict[str, str]:
             source = Path(file).read_text("utf-8")
         name = f"{TASK_DIR}/{Path(file).name}"
         files[name] = source
-        raw["task"]["entry"] = name + study.task.entry[len(file):]
+        raw["task"]["entry"] = name + study.task.entry[len(file) :]
     return {filename: yaml.safe_dump(raw, sort_keys=False), **files}
 
 

@@ -14,7 +14,13 @@ from ratiotune.tasks.records import split_source
 
 
 # (section, key) of every study value that may name a file or folder.
-PATH_FIELDS = (("model", "name"), ("task", "entry"), ("task", "train_prompts"), ("task", "eval_prompts"), ("task", "test_prompts"))
+PATH_FIELDS = (
+    ("model", "name"),
+    ("task", "entry"),
+    ("task", "train_prompts"),
+    ("task", "eval_prompts"),
+    ("task", "test_prompts"),
+)
 
 
 def resolve_paths(raw: dict[str, Any], base: Path) -> None:
@@ -31,7 +37,7 @@ def resolve_paths(raw: dict[str, Any], base: Path) -> None:
         if (section, key) == ("task", "entry"):
             file = entry_file(value)
             if file is not None:  # "path/to/file.py:factory"; a module entry stays as it is
-                node[key] = os.path.normpath(base.resolve() / Path(file).expanduser()) + value[len(file):]
+                node[key] = os.path.normpath(base.resolve() / Path(file).expanduser()) + value[len(file) :]
             continue
         location, split = split_source(value) if section == "task" else (value, None)
         path = Path(location).expanduser()

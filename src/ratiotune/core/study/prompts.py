@@ -68,7 +68,7 @@ def check_prompt_overlap(study: Study) -> None:
     """
     records = {split: study.prompts(split) for split in PROMPT_SPLITS}
     for i, first in enumerate(PROMPT_SPLITS):
-        for second in PROMPT_SPLITS[i + 1:]:
+        for second in PROMPT_SPLITS[i + 1 :]:
             seen = {canonical(r) for r in records[first]}
             shared = [r for r in records[second] if canonical(r) in seen]
             if shared:

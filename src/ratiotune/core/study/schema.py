@@ -25,9 +25,12 @@ class Strict(BaseModel):
 
 
 class ModelSpec(Strict):
-    name: str = Field("builtin:tiny", description="Hub id, local directory, or builtin:tiny / builtin:qwen-vocab / builtin:qwen2.5-0.5b-shape.")
+    name: str = Field(
+        "builtin:tiny", description="Hub id, local directory, or builtin:tiny / builtin:qwen-vocab / builtin:qwen2.5-0.5b-shape."
+    )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU."
+        "auto",
+        description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU.",
     )
 
     @field_validator("dtype", mode="before")
@@ -36,8 +39,10 @@ class ModelSpec(Strict):
         # float16 autocast needs a GradScaler (its 5-bit exponent flushes small gradients to
         # zero); the trainer has none, so float16 would train silently wrong.
         if value == "float16":
-            raise ValueError("'float16' is refused: training has no GradScaler, so float16 gradients would underflow; "
-                             "allowed: auto, bfloat16, float32")
+            raise ValueError(
+                "'float16' is refused: training has no GradScaler, so float16 gradients would underflow; "
+                "allowed: auto, bfloat16, float32"
+            )
         return value
 
     def compute_dtype(self, on_gpu: bool) -> str:
@@ -129,9 +134,15 @@ class TrainSpec(Strict):
     num_generations: int = Field(8, ge=2, description="Answers per prompt and agent (the group); >= 2 for a baseline.")
     max_new_tokens: int = Field(128, ge=1, description="Generation budget per answer.")
     reward_scale: float = Field(100.0, gt=0, description="RewardProcessors.scale factor (cancels under advantage normalization).")
-    temperature: float = Field(0.6, gt=0, description="Sampling temperature of both agents (MAGRPOConfig.temperature), in training and eval.")
-    top_p: float = Field(0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this much probability.")
-    top_k: Optional[int] = Field(None, ge=1, description="Sample only from the k most likely tokens; null = no top-k limit (top-p alone).")
+    temperature: float = Field(
+        0.6, gt=0, description="Sampling temperature of both agents (MAGRPOConfig.temperature), in training and eval."
+    )
+    top_p: float = Field(
+        0.6, gt=0, le=1, description="Nucleus sampling: keep the smallest set of tokens with this much probability."
+    )
+    top_k: Optional[int] = Field(
+        None, ge=1, description="Sample only from the k most likely tokens; null = no top-k limit (top-p alone)."
+    )
     advantage_normalization: bool = Field(
         True, description="Divide each group's advantages by their std (comlrl's default); makes reward_scale cancel."
     )
@@ -139,7 +150,9 @@ class TrainSpec(Strict):
         "mean", description="Group baseline: mean reward, none (raw), the max, or leave-one-out mean (rloo)."
     )
     rollout_buffer_size: int = Field(2, ge=1, description="Prompts collected before each update.")
-    train_batch_size: Optional[int] = Field(None, ge=1, description="Completions per optimizer step (comlrl); None = comlrl's default.")
+    train_batch_size: Optional[int] = Field(
+        None, ge=1, description="Completions per optimizer step (comlrl); None = comlrl's default."
+    )
     fast_update: bool = Field(
         True,
         description="Batched policy-gradient loss (same gradients as comlrl, several times faster with a large "
@@ -206,11 +219,15 @@ class SchedulerSpec(Strict):
         2, ge=1, description="PBT: epochs between two exploit/explore steps (must be < train.epochs)."
     )
     quantile_fraction: float = Field(
-        0.25, gt=0, le=0.5,
+        0.25,
+        gt=0,
+        le=0.5,
         description="PBT: the bottom fraction of the population copies a trial of the top fraction at each step.",
     )
     resample_probability: float = Field(
-        0.25, ge=0, le=1,
+        0.25,
+        ge=0,
+        le=1,
         description="PBT: chance that an explored value is redrawn from the space instead of multiplied by 0.8 or 1.2.",
     )
 
@@ -223,7 +240,8 @@ class SearchSpec(Strict):
     )
     mode: Literal["max", "min"] = Field("max", description="Whether a larger metric is better (max) or a smaller one (min).")
     objective_window: int = Field(
-        4, ge=1,
+        4,
+        ge=1,
         description="The searched score: the metric's mean over a trial's last k epochs (search/objective). "
         "Optuna, ASHA, the kept checkpoints and the ranking all use it; 1 = the last epoch alone.",
     )
@@ -237,7 +255,9 @@ class SearchSpec(Strict):
     num_samples: int = Field(8, ge=1, description="Trials in the study.")
     max_concurrent_trials: int = Field(2, ge=1, description="Trials that run at once (each takes resources.cpu / resources.gpu).")
     max_failures: int = Field(
-        2, ge=0, description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored."
+        2,
+        ge=0,
+        description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored.",
     )
     sampler: Literal["tpe", "gp", "random", "qmc", "staged"] = Field(
         "tpe",
@@ -246,11 +266,10 @@ class SearchSpec(Strict):
         "moved off its default at the best learning rate: search/staged_sampler.py). tpe and gp draw their first "
         "startup_trials trials at random.",
     )
-    lr_points: Optional[int] = Field(
-        None, ge=2, description="staged: learning-rate grid points of its first stage (null = 10)."
-    )
+    lr_points: Optional[int] = Field(None, ge=2, description="staged: learning-rate grid points of its first stage (null = 10).")
     startup_trials: Optional[int] = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description="tpe/gp: trials drawn at random (the baseline included) before the sampler models the results; "
         "null = Optuna's default, 10 (an 8-trial study then never leaves the random phase).",
     )
@@ -265,7 +284,8 @@ class SearchSpec(Strict):
         "`ratiotune dashboard` shows it.",
     )
     space: dict[str, ParamSpec] = Field(
-        default_factory=dict, description="The searched hyperparameters (any of the four searchable train: values) and their ranges."
+        default_factory=dict,
+        description="The searched hyperparameters (any of the four searchable train: values) and their ranges.",
     )
 
     @model_validator(mode="after")
@@ -285,8 +305,10 @@ class SearchSpec(Strict):
         if self.lr_points is not None and self.sampler != "staged":
             raise ValueError(f"lr_points: {self.lr_points} is used only by sampler staged; sampler is {self.sampler!r}")
         if self.sampler == "staged" and self.space and "learning_rate" not in self.space:
-            raise ValueError("sampler: staged sweeps the learning rate first, so space needs learning_rate "
-                             f"(it has: {', '.join(self.space) or 'nothing'}); or choose tpe, gp, random or qmc")
+            raise ValueError(
+                "sampler: staged sweeps the learning rate first, so space needs learning_rate "
+                f"(it has: {', '.join(self.space) or 'nothing'}); or choose tpe, gp, random or qmc"
+            )
         if self.multivariate and self.sampler != "tpe":
             raise ValueError(f"multivariate: true is a tpe option; sampler is {self.sampler!r} (set sampler: tpe or remove it)")
         if self.optuna_storage is not None:
@@ -299,7 +321,9 @@ class SearchSpec(Strict):
                 )
         for name, value in (self.baseline or {}).items():
             if name not in self.space:
-                raise ValueError(f"baseline.{name}: not a searched parameter; the baseline names values of: {', '.join(self.space) or '(nothing searched)'}")
+                raise ValueError(
+                    f"baseline.{name}: not a searched parameter; the baseline names values of: {', '.join(self.space) or '(nothing searched)'}"
+                )
             if not spec_contains(self.space[name], value):
                 raise ValueError(f"baseline.{name}: {value!r} lies outside the space ({describe_space(self.space[name])})")
         if self.scheduler.type == "pbt":
@@ -348,7 +372,8 @@ def _check_space_value(name: str, spec: ParamSpec) -> None:
 class ResourcesSpec(Strict):
     cpu: float = Field(1.0, gt=0, description="CPUs per trial.")
     gpu: float = Field(
-        0.0, ge=0,
+        0.0,
+        ge=0,
         description="GPUs per trial: 0 = CPU; a fraction (0.25) packs 1/gpu trials on one GPU; 1; or 2 = one GPU per agent.",
     )
 
@@ -356,12 +381,16 @@ class ResourcesSpec(Strict):
     def _check_gpu(self) -> "ResourcesSpec":
         # Ray takes fractions only below 1, and two agents cannot use more than two GPUs.
         if not (self.gpu <= 1 or self.gpu == 2):
-            raise ValueError(f"gpu: {self.gpu:g} is not allowed; use 0, a fraction up to 1 (e.g. 0.25), 1, or 2 (one GPU per agent)")
+            raise ValueError(
+                f"gpu: {self.gpu:g} is not allowed; use 0, a fraction up to 1 (e.g. 0.25), 1, or 2 (one GPU per agent)"
+            )
         return self
 
 
 class CheckpointSpec(Strict):
-    num_to_keep: int = Field(2, ge=1, description="Checkpoints kept per trial, best by search/objective (plus the latest, for resume).")
+    num_to_keep: int = Field(
+        2, ge=1, description="Checkpoints kept per trial, best by search/objective (plus the latest, for resume)."
+    )
     keep_best_trials: Optional[int] = Field(
         None, ge=1, description="When the study ends, delete the checkpoints of all but the best K trials (None = keep all)."
     )
@@ -375,52 +404,65 @@ class RaceSpec(Strict):
     """
 
     enabled: bool = Field(
-        True, description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, before recommending a config."
+        True,
+        description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, before recommending a config.",
     )
     top_k: int = Field(
-        4, ge=1,
+        4,
+        ge=1,
         description="Challengers (the search's best configs by search/objective) that race the baseline; "
         "fewer when the budget (max_share) cannot give each min_seeds seeds.",
     )
     min_seeds: int = Field(
-        2, ge=2,
+        2,
+        ge=2,
         description="Paired seeds every contender runs before any can be cut (the first round); no cut on one seed.",
     )
     max_seeds: int = Field(
-        8, ge=2,
+        8,
+        ge=2,
         description="Most seeds a contender runs in the selection; rounds double the seeds (2, 4, 8) up to this.",
     )
     cut_level: float = Field(
-        0.1, gt=0, lt=1,
+        0.1,
+        gt=0,
+        lt=1,
         description="Level of the one-sided paired sign test that cuts a contender worse than the incumbent "
         "(0.1: 4 of 4 seeds lost; 0.05: 5 of 5).",
     )
     confirm_seeds: int = Field(
-        5, ge=2,
+        5,
+        ge=2,
         description="Further fresh seeds the winner and the baseline train on (paired); their final epoch on the "
         "test prompts is the figure the gate decides on.",
     )
     max_collapse_share: float = Field(
-        0.34, ge=0, le=1,
+        0.34,
+        ge=0,
+        le=1,
         description="The gate: most of the winner's confirmation seeds that may collapse (final test figure at its worst "
         "end, every reward 0, or diverged); 0.34 = at most 1 of 5 or 3 of 10.",
     )
     second_look_seeds: int = Field(
-        5, ge=0,
+        5,
+        ge=0,
         description="When the gate falls short but the winner leads the baseline on the mean, the winner and the "
         "baseline train on this many more paired seeds and the gate decides on all of them (0: one look). "
         "A look of its own: it takes its share of the race's error (race.confidence). Outside max_share's plan; "
         "the plan line states the race's ceiling with it.",
     )
     fallbacks: int = Field(
-        1, ge=0,
+        1,
+        ge=0,
         description="When the gate refuses the winner for its collapses, up to this many next configs of the search "
         "(by search/objective, ones that did not race) train on the same paired seeds, each gated in turn; the "
         "baseline's runs are reused. Each is a look of its own (race.confidence). Outside max_share's plan; the plan "
         "line states the race's ceiling with them (0: the baseline stands at once).",
     )
     confidence: float = Field(
-        0.95, gt=0.5, lt=1,
+        0.95,
+        gt=0.5,
+        lt=1,
         description="The race's one-sided confidence over all its looks (first, second look, each fallback): the "
         "chance that it confirms a challenger no better than the baseline is at most 1 - confidence. Each look "
         "uses 1 - (1 - confidence) / looks (Bonferroni).",
@@ -429,7 +471,9 @@ class RaceSpec(Strict):
         4, ge=4, description="Answer pairs per test prompt, as a multiple of task.eval_samples_per_prompt (at least 4)."
     )
     max_share: float = Field(
-        0.55, gt=0, lt=1,
+        0.55,
+        gt=0,
+        lt=1,
         description="Most of the study's trial-epochs (search as really spent + race) that the selection and the first "
         "confirmation may take; when the planned race does not fit, it races fewer contenders or seeds and says so. "
         "A second look and fallbacks come on top (the plan line states the ceiling).",
@@ -445,11 +489,14 @@ class RaceSpec(Strict):
 class Study(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Experiment name (folder under --storage).")
     model: ModelSpec = Field(ModelSpec(), description="The two agents' starting model.")
-    task: TaskSpec = Field(TaskSpec(), description="The task (a builtin by name, or one's own entry), its options and the prompt sets.")
+    task: TaskSpec = Field(
+        TaskSpec(), description="The task (a builtin by name, or one's own entry), its options and the prompt sets."
+    )
     train: TrainSpec = Field(TrainSpec(), description="One trial's training: MAGRPO settings and the four searchable values.")
     search: SearchSpec = Field(SearchSpec(), description="What is searched, how trials are judged, sampled and stopped.")
     race: RaceSpec = Field(
-        RaceSpec(), description="After the search: the top configs race the baseline on paired fresh seeds; a gate confirms the winner or keeps the baseline."
+        RaceSpec(),
+        description="After the search: the top configs race the baseline on paired fresh seeds; a gate confirms the winner or keeps the baseline.",
     )
     resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and GPUs per trial.")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="Which checkpoints are kept.")
