@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 DEMO   ?= demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: install demo test test-full-size gpu-wheels gpu-rehearsal clean
+.PHONY: install demo lint test test-full-size gpu-wheels gpu-rehearsal clean
 
 install: $(VENV)/.installed
 
@@ -22,6 +22,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 demo: install
 	WANDB_MODE=offline $(BIN)/ratiotune search studies/demo.yaml --storage results --name $(DEMO)
 	$(BIN)/ratiotune best results/$(DEMO)
+
+# Lint and format check (ruff, configured in pyproject.toml); .ci/run runs it before the tests.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The suite (~14 minutes on 2 cores: 13 min 16 s and 14 min 6 s on fresh clones, 2026-12-05). The full-size model needs ~16 GB of RAM and runs on its own
 # (test-full-size, ~5 minutes); CI runs both.
