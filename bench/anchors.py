@@ -1,6 +1,7 @@
 """The HPO field's anchors replayed against the run table, at random search's compute.
 
-    pip install -e '.[test,bench]'   # into its own venv: Optuna and Ray are ratiotune's; SMAC3, Syne Tune, hpbandster are bench extras
+    pip install -e '.[test,bench]'   # into its own venv: Optuna and Ray are ratiotune's;
+                                     # SMAC3, Syne Tune, hpbandster are bench extras
     python bench/anchors.py --studies 200 --ray-studies 16 --cache /tmp/anchors   # docs/bench/anchors.md
     python bench/anchors.py --studies 20 --anchors optuna-tpe,smac-hb --table bench/table/smoke_table.csv
 
@@ -442,7 +443,8 @@ ANCHORS: dict[str, tuple[Callable[[Table, int, Blackbox], dict[str, Any]], str]]
     ),
     "smac-bo": (
         smac_anchor("bo"),
-        "SMAC3 HyperparameterOptimizationFacade + its Intensifier (incumbent gains seeds, up to 3), full-length runs; its incumbent ships",
+        "SMAC3 HyperparameterOptimizationFacade + its Intensifier (incumbent gains seeds, up to 3), "
+        "full-length runs; its incumbent ships",
     ),
     "syne-asha": (syne_anchor("asha"), "Syne Tune ASHA (grace 4, reduction 3), simulated back end, 2 workers; best report ships"),
     "syne-bohb": (
@@ -593,15 +595,17 @@ def markdown(table: Table, results: dict[str, list[dict[str, Any]]], seconds: di
             diff = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
         evaluations = "20" if name in REFERENCES else f"{statistics.median(r['evaluations'] for r in records):.0f}"
         lines.append(
-            f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {diff} | {simulate.pct(s['share_85'])} | "
-            f"{simulate.pct(s['sampled_best'])} | {s['trial_epochs']:.0f} / {s['trial_epochs_mean']:.0f} ({s['trial_epochs_max']}) | "
+            f"| {name} | {s['studies']} | {s['median']:.3f} [{s['q1']:.3f}, {s['q3']:.3f}] | {diff} | "
+            f"{simulate.pct(s['share_85'])} | {simulate.pct(s['sampled_best'])} | "
+            f"{s['trial_epochs']:.0f} / {s['trial_epochs_mean']:.0f} ({s['trial_epochs_max']}) | "
             f"{evaluations} | {seconds[name]:.0f} |"
         )
     lines += [
         "",
         "Anchors:",
         "",
-        "- **random**: bench/simulate.py's `random` design, the reference: 20 random full-length trials, the best single epoch ships",
+        "- **random**: bench/simulate.py's `random` design, the reference: 20 random full-length trials, "
+        "the best single epoch ships",
         "- **random-objective**: its `random-objective` design: 20 full-length trials, smoke's baseline first and 19 random, "
         "the best trailing-mean objective ships (the rule the anchors ship by: an anchor's gain over this row is its search's)",
     ]

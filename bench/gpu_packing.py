@@ -6,8 +6,9 @@ trials per GPU, median epoch time per trial, trials per GPU-hour (from the packi
 time, model building and eval included) and peak GPU memory per trial (torch's
 max_memory_allocated / max_memory_reserved inside each trial) beside what the driver sees (NVML
 or nvidia-smi for the trial's process: reserved memory + its CUDA context; where neither lists
-the process, the GPU's used memory over the trials at once) and the estimate. The model is builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions
-and vocabulary with random weights and the character tokenizer, so nothing is downloaded.
+the process, the GPU's used memory over the trials at once) and the estimate. The model is
+builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions and vocabulary with random weights
+and the character tokenizer, so nothing is downloaded.
 
     python bench/gpu_packing.py               # on a GPU machine (sized for < 8 min on one H200)
     python bench/gpu_packing.py --dry-run     # anywhere: builtin:tiny on CPU, one logical GPU

@@ -351,7 +351,8 @@ def section_steps(sizes: dict, device: str, partial: Partial) -> dict:
             "max_logit_diff_vs_current": vs_current, "max_logit_diff_vs_previous_weights": vs_previous,
             "max_abs_logit": float(current.abs().max()),
             "verdict": "follows the updates" if 2 * vs_current < vs_previous else
-                       ("STALE WEIGHTS" if 2 * vs_previous < vs_current else "inconclusive (the step moved the logits less than the noise)"),
+                       ("STALE WEIGHTS" if 2 * vs_previous < vs_current
+                        else "inconclusive (the step moved the logits less than the noise)"),
             "dynamo_compiles_after_warmup": after["dynamo_compiles"] - before["dynamo_compiles"],
             "cudagraph_records_after_warmup": None if records is None else records[0] - recorded,
             "cudagraph_skips": after["cudagraph_skips"]}  # fmt: skip
@@ -566,8 +567,9 @@ def section_text(name: str, row: dict) -> str | None:
                 f"Dynamo compiles after warm-up {row['dynamo_compiles_after_warmup']}")  # fmt: skip
     elif name == "greedy":
         same = lambda equal, diff: "equal" if equal else f"first differs at step {diff}"  # noqa: E731
-        return (f"{row['steps']} greedy steps: compiled vs eager {same(row['compiled_equals_eager'], row['first_diff_vs_eager'])}; "
-                f"vs eager on the same bf16 copy {same(row['compiled_equals_eager_on_copy'], row['first_diff_vs_eager_on_copy'])}; "
+        return (f"{row['steps']} greedy steps: compiled vs eager "
+                f"{same(row['compiled_equals_eager'], row['first_diff_vs_eager'])}; vs eager on the same bf16 copy "
+                f"{same(row['compiled_equals_eager_on_copy'], row['first_diff_vs_eager_on_copy'])}; "
                 f"eager on the bf16 copy vs on the float32 masters under autocast "
                 f"{same(row['copy_vs_masters_first_diff'] is None, row['copy_vs_masters_first_diff'])}")  # fmt: skip
     elif name == "steps":
@@ -575,14 +577,17 @@ def section_text(name: str, row: dict) -> str | None:
                 f"vs the weights before the last step (control) {f(row['max_logit_diff_vs_previous_weights'], '.3g')} "
                 f"(max |logit| {f(row['max_abs_logit'], '.3g')}, lr {row['lr']:g}); after warm-up: Dynamo compiles "
                 f"{row['dynamo_compiles_after_warmup']}, CUDA-graph recordings {row['cudagraph_records_after_warmup']}, "
-                f"cudagraph_skips {row['cudagraph_skips']}; {f(row['seconds_per_call_with_update'])} s per call + step")  # fmt: skip
+                f"cudagraph_skips {row['cudagraph_skips']}; "
+                f"{f(row['seconds_per_call_with_update'])} s per call + step")  # fmt: skip
     elif name.startswith("epoch"):
         peak = (f"peak {f(row['peak_allocated_gib'])} GiB allocated / {f(row['peak_reserved_gib'])} reserved"
                 if "peak_allocated_gib" in row else f"peak RSS {f(row.get('peak_rss_gib'))} GiB (host)")  # fmt: skip
         return (f"{row['mode']}: {f(row['epoch_s'], '.1f')} s per epoch of {row['prompts']} prompts (first "
-                f"{f(row['first_epoch_s'], '.1f')} s), eval {f(row['eval_s'], '.1f')} s (first {f(row['first_eval_s'], '.1f')} s); "
+                f"{f(row['first_epoch_s'], '.1f')} s), eval {f(row['eval_s'], '.1f')} s "
+                f"(first {f(row['first_eval_s'], '.1f')} s); "
                 f"projected study epoch (32 prompts + eval) {f(row['projected_study_epoch_s'], '.0f')} s; {peak} vs "
-                f"estimate {f(row['estimate_gib'], '.3g')} GiB (incl. {f(row['estimate_cuda_context_gib'], '.3g')} CUDA context)")  # fmt: skip
+                f"estimate {f(row['estimate_gib'], '.3g')} GiB "
+                f"(incl. {f(row['estimate_cuda_context_gib'], '.3g')} CUDA context)")  # fmt: skip
     elif name == "update":
         return (f"loss+backward over {row['completion_tokens']} tokens: comlrl {f(row['stock_s'], '.3f')} s, "
                 f"batched {f(row['batched_s'], '.3f')} s ({f(row['speedup'], '.1f')}x)")  # fmt: skip
@@ -590,7 +595,8 @@ def section_text(name: str, row: dict) -> str | None:
 
 
 def run_section(name: str, sizes: dict, device: str, budget: float, env: dict, script: Path | None = None) -> dict:
-    """`name` in a subprocess of `script` (default this suite), killed after `budget` seconds; its figures, partial ones on a failure."""
+    """`name` in a subprocess of `script` (default this suite), killed after `budget` seconds; its
+    figures, partial ones on a failure."""
     with tempfile.TemporaryDirectory(prefix=f"gpu-suite-{name}-") as tmp:
         partial = Path(tmp) / "partial.json"
         start = time.perf_counter()

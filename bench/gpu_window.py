@@ -236,7 +236,8 @@ def section_search(sizes: dict, device: str, partial: Partial) -> dict:
                 "trials": len(trials), "trials_errored": len(errors), "first_error": errors[0][:300] if errors else None,
                 "epochs": [t.epochs for t in trials], "race_summary": (Path(tmp) / "window" / "race" / "summary.md").exists(),
                 "best_headline": headline[:200], "best_has_train_block": "\ntrain:" in best.stdout,
-                "launch_lines": launch, "resources_gpu": sizes["search_gpu"], "output_lines": len(search.stdout.splitlines())}  # fmt: skip
+                "launch_lines": launch, "resources_gpu": sizes["search_gpu"],
+                "output_lines": len(search.stdout.splitlines())}  # fmt: skip
 
 
 def section_checkpoint(sizes: dict, device: str, partial: Partial) -> dict:
@@ -299,7 +300,8 @@ def section_checkpoint(sizes: dict, device: str, partial: Partial) -> dict:
         kwargs = decoding.generate_kwargs("greedy", 1, batch.input_ids.shape[1], sizes["tokens"])
         with torch.inference_mode(), trainer.autocast(device):
             return decoding.decoder().generate(**batch, do_sample=False, max_new_tokens=sizes["tokens"],
-                                               min_new_tokens=sizes["tokens"], pad_token_id=tokenizer.pad_token_id, **kwargs)  # fmt: skip
+                                               min_new_tokens=sizes["tokens"], pad_token_id=tokenizer.pad_token_id,
+                                               **kwargs)  # fmt: skip
 
     greedy_equal = bool(torch.equal(greedy(original), greedy(restored)))
     return {"weights_differed_before_restore": differed, "weight_tensors_unequal": len(weights),
@@ -487,7 +489,8 @@ def section_text(name: str, row: dict) -> str | None:
     elif name == "two_agents":
         a, b = row["agent0"], row["agent1"]
         return (f"{row['verdict']}: max |logit diff| vs own eager {f(a['max_logit_diff_vs_own_eager'], '.3g')} / "
-                f"{f(b['max_logit_diff_vs_own_eager'], '.3g')}, vs the other agent {f(a['max_logit_diff_vs_other_agent'], '.3g')} / "
+                f"{f(b['max_logit_diff_vs_own_eager'], '.3g')}, vs the other agent "
+                f"{f(a['max_logit_diff_vs_other_agent'], '.3g')} / "
                 f"{f(b['max_logit_diff_vs_other_agent'], '.3g')}; {row['alternations']} alternations: CUDA-graph recordings "
                 f"after warm-up {row['cudagraph_records_after_warmup']}, Dynamo compiles {row['dynamo_compiles_after_warmup']}, "
                 f"cudagraph_skips {row['cudagraph_skips']}; {f(row['ms_per_step'])} ms/step")  # fmt: skip
@@ -512,10 +515,12 @@ def section_text(name: str, row: dict) -> str | None:
         return (f"{row['verdict']}: {row['weight_tensors_unequal']} weight and {row['adamw_tensors_unequal']} of "
                 f"{row['adamw_tensors_checked']} AdamW tensors unequal, decode copies equal {row['decode_copies_equal']}, "
                 f"compiled greedy tokens equal {row['compiled_greedy_equal']}; "
-                f"save {f(row['save_s'], '.1f')} s, restore {f(row['restore_s'], '.1f')} s, {f(row['checkpoint_gb'], '.3g')} GB")  # fmt: skip
+                f"save {f(row['save_s'], '.1f')} s, restore {f(row['restore_s'], '.1f')} s, "
+                f"{f(row['checkpoint_gb'], '.3g')} GB")  # fmt: skip
     elif name == "profile":
         return (f"{row['steps']} compiled steps x {row['rows']} rows: wall {f(row['wall_ms_per_step'])} ms/step, GPU busy "
-                f"{f(row['gpu_busy_ms_per_step'])} ms/step ({f(row['gpu_busy_share'], '.0%') if row['gpu_busy_share'] is not None else 'n/a'}); "
+                f"{f(row['gpu_busy_ms_per_step'])} ms/step "
+                f"({f(row['gpu_busy_share'], '.0%') if row['gpu_busy_share'] is not None else 'n/a'}); "
                 f"top host op {row['host_top'][0][0] if row['host_top'] else 'n/a'}")  # fmt: skip
     elif name == "decode_loop":
         return (f"our loop {f(row['loop_ms_per_step'])} ms/step vs generate() compiled {f(row['generate_ms_per_step'])} "
@@ -558,7 +563,8 @@ def main() -> None:
         sys.exit("gpu_window: no CUDA device here; run with --dry-run to check the window on CPU")
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("optuna") is None:
         sys.exit(
-            "gpu_window: Ray and optuna must be importable (bench/gpu_wheels.sh builds them; install them into a --target folder on PYTHONPATH)"
+            "gpu_window: Ray and optuna must be importable (bench/gpu_wheels.sh builds them; "
+            "install them into a --target folder on PYTHONPATH)"
         )
     device = "cpu" if args.dry_run else "cuda:0"
     only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))

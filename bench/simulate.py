@@ -947,8 +947,9 @@ def main(argv: list[str] | None = None) -> int:
             rates = error_rates(catalogue[name], table, args.studies, first=args.first)
             for rank, s in rates["strong"].items():
                 print(
-                    f"{name}: baseline = each study's {rank}th-best config (most often {s['key']}, {s['value']:.3f}): ships a worse "
-                    f"one in {s['worse']} of {rates['studies']} studies ({s['held_out']} judged on the held-out half); "
+                    f"{name}: baseline = each study's {rank}th-best config (most often {s['key']}, {s['value']:.3f}): "
+                    f"ships a worse one in {s['worse']} of {rates['studies']} studies "
+                    f"({s['held_out']} judged on the held-out half); "
                     f"confirms a challenger in {s['confirmed']}",
                     flush=True,
                 )

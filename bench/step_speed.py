@@ -156,7 +156,8 @@ def bench_config(name: str, shape: tuple) -> tuple[float, float]:
             runs[mode].append(run_child("epoch", shape, mode))
             run = runs[mode][-1]
             print(f"   run {r + 1} {mode:5s}: epoch {run['epoch_s']:7.2f} s (cpu {run['epoch_cpu_s']:7.2f} s), "
-                  f"update {run['update_s']:6.2f} s x {run['updates']}, peak RSS {run['peak_rss_mb']:6.0f} MB", flush=True)  # fmt: skip
+                  f"update {run['update_s']:6.2f} s x {run['updates']}, peak RSS {run['peak_rss_mb']:6.0f} MB",
+                  flush=True)  # fmt: skip
     grad = run_child("grad", shape)
     same = len({run["rollouts"] for mode in runs for run in runs[mode]}) == 1
     stock_epoch, fast_epoch = median(runs["stock"], "epoch_s"), median(runs["fast"], "epoch_s")
@@ -170,7 +171,9 @@ def bench_config(name: str, shape: tuple) -> tuple[float, float]:
         f"   peak RSS     stock {median(runs['stock'], 'peak_rss_mb'):7.0f} MB fast {median(runs['fast'], 'peak_rss_mb'):7.0f} MB"
     )
     print(f"   one loss+backward on the same sampled group ({len(grad['completion_tokens'])} x "
-          f"{max(grad['completion_tokens'])} tokens{', returns 0..G-1: the sampled ones were flat' if grad['flat_returns'] else ''}): stock {grad['stock_loss_s']:.2f} s, fast {grad['fast_loss_s']:.2f} s")  # fmt: skip
+          f"{max(grad['completion_tokens'])} tokens"
+          f"{', returns 0..G-1: the sampled ones were flat' if grad['flat_returns'] else ''}): "
+          f"stock {grad['stock_loss_s']:.2f} s, fast {grad['fast_loss_s']:.2f} s")  # fmt: skip
     print(f"   grad rel err: whole {grad['rel_err']:.1e}, max per tensor {grad['max_rel_err']:.1e}; "
           f"identical rollouts in every run: {'yes' if same else 'NO'}", flush=True)  # fmt: skip
     return stock_epoch / fast_epoch, grad["max_rel_err"]

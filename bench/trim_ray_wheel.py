@@ -30,7 +30,9 @@ from pathlib import Path
 
 DROPPED = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/serve/", "ray/llm/")
 STAND_INS = {
-    "ray/dashboard/client/build/index.html": "<p>Ray's dashboard page was left out of this wheel (bench/trim_ray_wheel.py).</p>\n",
+    "ray/dashboard/client/build/index.html": (
+        "<p>Ray's dashboard page was left out of this wheel (bench/trim_ray_wheel.py).</p>\n"
+    ),
     "ray/dashboard/client/build/static/README": "left out (bench/trim_ray_wheel.py)\n",
 }
 

@@ -30,14 +30,19 @@ def test_greedy_tokens_equal_generate_on_left_padded_prompts_also_with_early_sto
     model, tokenizer, batch = setup()
     loop = DecodeLoop(model)
     compiled = DecodeLoop(model, compile_step=lambda fn: torch.compile(fn, backend="aot_eager", dynamic=False))
-    for eos in (tokenizer.eos_token_id, None):
-        if eos is None:  # early stops: the token greedy decoding emits most often becomes EOS
-            eos = int(expected[:, batch.input_ids.shape[1] :].flatten().bincount().argmax())
+
+    def check(eos):
+        """Both loops' greedy tokens equal generate()'s under `eos`; generate()'s tokens."""
         expected = reference(model, tokenizer, batch, do_sample=False, max_new_tokens=24, eos_token_id=eos)
         for decoder in (loop, compiled):
             got = decoder.generate(batch.input_ids, batch.attention_mask, max_new_tokens=24, do_sample=False,
                                    pad_token_id=tokenizer.pad_token_id, eos_token_id=eos)  # fmt: skip
             assert torch.equal(got, expected), (eos, decoder is compiled)
+        return expected
+
+    expected = check(tokenizer.eos_token_id)
+    # Early stops: the token greedy decoding emits most often (under the tokenizer's EOS) becomes EOS.
+    expected = check(int(expected[:, batch.input_ids.shape[1] :].flatten().bincount().argmax()))
     new = expected[:, batch.input_ids.shape[1] :]
     assert expected.shape[1] - batch.input_ids.shape[1] <= 24 and (new == tokenizer.pad_token_id).any()  # rows did stop early
     # The buffers are kept per (rows, cache length) and reused in place, as the CUDA graphs need.

@@ -152,8 +152,9 @@ def test_full_size_model_trains_saves_restores_and_evaluates_on_cpu(tmp_path):
         print(
             f"  {row['dtype']:8s} {row['model'] if row['model'] == MODEL else 'local save_pretrained folder (pad = eos)'}: "
             f"peak RSS {row['peak_rss_gib']:.2f} GiB vs estimate {row['estimate_gib']:.2f} GiB "
-            f"({row['peak_rss_gib'] / row['estimate_gib'] - 1:+.0%}); build {row['build_s']:.0f} s, epoch {row['epoch_s']:.0f} s, "
-            f"save {row['save_s']:.0f} s ({row['checkpoint_gb']:.1f} GB), restore {row['restore_s']:.0f} s, eval {row['eval_s']:.0f} s"
+            f"({row['peak_rss_gib'] / row['estimate_gib'] - 1:+.0%}); build {row['build_s']:.0f} s, "
+            f"epoch {row['epoch_s']:.0f} s, save {row['save_s']:.0f} s ({row['checkpoint_gb']:.1f} GB), "
+            f"restore {row['restore_s']:.0f} s, eval {row['eval_s']:.0f} s"
         )
         print(f"           estimate: {row['estimate']}")
     for row in rows:

@@ -23,7 +23,8 @@ def test_the_dry_run_streams_every_section_in_the_issues_order_and_each_check_ho
     out = tmp_path / "window.jsonl"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RAY_ADDRESS": "local"}
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu_window.py"), "--dry-run", "--skip", "search", "--deadline", "540", "--out", str(out)],
+        [sys.executable, str(REPO / "bench" / "gpu_window.py"), "--dry-run", "--skip", "search", "--deadline", "540",
+         "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

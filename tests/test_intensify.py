@@ -58,7 +58,8 @@ def test_a_dominated_challenger_is_cut_only_after_two_paired_seeds():
 
 def test_a_collapse_weighs_one_lost_seed_not_a_mean_and_ties_at_zero_are_dropped():
     spec = RaceSpec(min_seeds=2, max_seeds=4, cut_level=0.1)
-    # "risky" wins 2 seeds narrowly and collapses on one (a -0.3 difference a t test would be driven by); both collapse on the 4th.
+    # "risky" wins 2 seeds narrowly and collapses on one (a -0.3 difference a t test would be driven by);
+    # both collapse on the 4th.
     table = {"base": [0.30, 0.30, 0.30, 0.0] + [0.3] * 16, "risky": [0.35, 0.0, 0.35, 0.0] + [0.3] * 16}
     policy = Intensifier(["base", "risky"], spec, SEEDS, budget=100, worst=0.0)
     drive(policy, table)

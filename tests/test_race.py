@@ -164,9 +164,9 @@ def test_a_collapsed_race_winner_is_not_recommended_and_the_baseline_stands(tiny
     assert summary["recommended"]["hyperparameters"]["learning_rate"] == 1e-3
     assert verdict(summary).startswith("not confirmed: the baseline stands")
     lines = headline(summary)
-    assert any(l.startswith("winner (lr 0.003, gens 4)") for l in lines)
-    assert any(l.startswith("baseline (lr 0.001, gens 2)") for l in lines)  # both configs' figures
-    assert any("collapsed 2 of 4 (50%" in l for l in lines)
+    assert any(line.startswith("winner (lr 0.003, gens 4)") for line in lines)
+    assert any(line.startswith("baseline (lr 0.001, gens 2)") for line in lines)  # both configs' figures
+    assert any("collapsed 2 of 4 (50%" in line for line in lines)
 
 
 def test_a_winner_that_beats_the_baseline_on_every_fresh_seed_is_confirmed(tiny_study):

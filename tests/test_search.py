@@ -126,7 +126,7 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
     assert "a new run collapses with chance" in result.stdout and "Wilson interval" in result.stdout and "±" not in result.stdout
     assert "PI" not in result.stdout  # no normal-theory interval of one bimodal run
     assert "# selection figure (optimistic" in result.stdout
-    fragment = yaml.safe_load("\n".join(l for l in result.stdout.splitlines() if not l.startswith("#")))
+    fragment = yaml.safe_load("\n".join(line for line in result.stdout.splitlines() if not line.startswith("#")))
     shipped = summary["winner"] if confirmed_ else summary["baseline"]
     assert fragment["train"]["learning_rate"] == pytest.approx(shipped["hyperparameters"]["learning_rate"])
 
@@ -202,21 +202,21 @@ def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):
     assert "== Status ==" not in output and "Trial status" not in output, output
     lines = output.splitlines()
     assert len(lines) < 70, output  # 233 before (stdout + stderr)
-    assert lines[0].startswith("study exp (") and any(l.startswith("plan: 3 trials (tpe sampler") for l in lines), output
-    started = [l for l in lines if re.match(r"\[\d+:\d\d\] trial_\w+ started \(\d of 3\): lr ", l)]
-    finished = [l for l in lines if re.match(r"\[\d+:\d\d\] trial_\w+ finished at epoch 2: objective ", l)]
+    assert lines[0].startswith("study exp (") and any(line.startswith("plan: 3 trials (tpe sampler") for line in lines), output
+    started = [line for line in lines if re.match(r"\[\d+:\d\d\] trial_\w+ started \(\d of 3\): lr ", line)]
+    finished = [line for line in lines if re.match(r"\[\d+:\d\d\] trial_\w+ finished at epoch 2: objective ", line)]
     assert len(started) == 3 and len(finished) == 3, output
-    assert all(" done, " in l and " | best " in l for l in finished), output
+    assert all(" done, " in line and " | best " in line for line in finished), output
     # One line per race run that ended, naming the baseline or the challenger by its values.
     race_runs = json.loads((experiment["dir"] / "race" / "summary.json").read_text())["compute"]["race_runs"]
-    run_lines = [l for l in lines if re.search(r"(the baseline|challenger lr \S+), seed \d+: epoch 2, objective ", l)]
-    assert len(run_lines) == race_runs > 0 and any("the baseline, seed" in l for l in run_lines), output
+    run_lines = [line for line in lines if re.search(r"(the baseline|challenger lr \S+), seed \d+: epoch 2, objective ", line)]
+    assert len(run_lines) == race_runs > 0 and any("the baseline, seed" in line for line in run_lines), output
     assert "contender" not in output, output
     # The plan states the race's ceiling; the verdict is printed once (`best` prints the figures).
     assert any(
-        re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", l) for l in lines
+        re.match(r"race plan: .* at most \d+ runs \(\d+ trial-epochs\) with a second look and fallbacks", line) for line in lines
     ), output
-    assert len([l for l in lines if re.match(r"\s*(not )?confirmed: ", l)]) == 1, output
+    assert len([line for line in lines if re.match(r"\s*(not )?confirmed: ", line)]) == 1, output
     log = (experiment["dir"] / "ray.log").read_text()
     assert "Started a local Ray instance" in log
     assert not list(experiment["dir"].rglob(".checkpoint-staging*"))  # each trial removed its own

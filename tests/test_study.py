@@ -151,7 +151,10 @@ def test_cli_refuses_bad_studies_fast_with_status_2_and_no_folder(tiny_study, wr
 def test_the_cli_answers_a_schema_error_without_loading_torch():
     """Validating a study and reading an experiment need no torch, transformers or Ray: a typo is
     answered at once (they are imported by the commands that train, when they train)."""
-    code = "import sys, ratiotune.cli, ratiotune.search.race, ratiotune.search.retrain; print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
+    code = (
+        "import sys, ratiotune.cli, ratiotune.search.race, ratiotune.search.retrain; "
+        "print(sorted(m for m in ('torch', 'transformers', 'ray') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

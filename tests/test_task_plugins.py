@@ -117,7 +117,8 @@ def test_old_study_files_with_the_band_at_task_level_still_read(tiny_study, tmp_
     assert "target_min" not in yaml.safe_load(study_files(study)["study.yaml"])["task"]  # written in the new form
     with pytest.raises(
         StudyError,
-        match=r"task: target_min, target_max: length-ratio's options at task level; task '.*longer.py:make_task' takes its options under task.options",
+        match=r"task: target_min, target_max: length-ratio's options at task level; "
+        r"task '.*longer.py:make_task' takes its options under task.options",
     ):
         load_study(plugin_study(tiny_study, tmp_path / "p"))
 

@@ -249,7 +249,8 @@ def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose",
         action="store_true",
-        help="show Ray's own log and the trial processes' output here (default: Ray's log goes to ray.log in the experiment folder)",
+        help="show Ray's own log and the trial processes' output here "
+        "(default: Ray's log goes to ray.log in the experiment folder)",
     )
 
 

@@ -146,7 +146,8 @@ def find_warnings(
             f"**The winner is not distinguishable from the runner-up.** The top two trials differ by "
             f"{noise.gap:.3f} in their objective (trailing mean of {metric}), while its noise from their own "
             f"curves has an sd of about {noise.spread:.3f} (late epochs). Re-running either config with another seed could "
-            f"swap them: the race (race:) re-runs the top configs on paired fresh seeds and gates the winner against the baseline."
+            f"swap them: the race (race:) re-runs the top configs on paired fresh seeds and gates the winner against "
+            f"the baseline."
         )
     found.extend(failure_warnings(experiment))
     return found

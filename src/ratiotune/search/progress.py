@@ -99,7 +99,8 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
         + (
             ""
             if study.race_skipped()
-            else "; then a race of the best configs against the baseline on fresh seeds (its size is fitted to what the search spent)"
+            else "; then a race of the best configs against the baseline on fresh seeds "
+            "(its size is fitted to what the search spent)"
         )
     )
     lines += [f"note: {note}" for note in ineffective_notes(study)]

@@ -264,7 +264,10 @@ def probe_reward(task: Task, records: Sequence[Record]) -> str | None:
             except (TypeError, ValueError):
                 finite = False
             if not finite:
-                return f"task.measure returned {values[metric.name]!r} for {metric.name!r} on placeholder answers; metrics must be finite numbers"
+                return (
+                    f"task.measure returned {values[metric.name]!r} for {metric.name!r} on placeholder answers; "
+                    f"metrics must be finite numbers"
+                )
     return None
 
 

@@ -91,7 +91,10 @@ def missing_field(records: Sequence[Record], required: Sequence[str]) -> str | N
     for number, record in enumerate(records, start=1):
         for name in required:
             if name not in record:
-                return f"record {number} has no {name!r} field (the task needs {', '.join(repr(r) for r in required)}; it has {', '.join(repr(k) for k in record) or 'no fields'})"
+                return (
+                    f"record {number} has no {name!r} field (the task needs {', '.join(repr(r) for r in required)}; "
+                    f"it has {', '.join(repr(k) for k in record) or 'no fields'})"
+                )
     return None
 
 

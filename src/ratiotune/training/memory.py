@@ -20,9 +20,10 @@ What one trial holds (two agents, comlrl's MAGRPO):
   float32 (measured on CPU: keys float32, values bfloat16).
 - with train.generation static/compiled (generation.py), that cache is not freed between
   calls: each agent keeps its static caches (rollouts: num_generations rows, one cache per
-  prompt-length bucket; compiled: one per (rows, bucket) of the rollout_buffer_size-prompt calls; eval: eval prompts x samples rows), each of prompt rounded up to 32
-  tokens + max_new_tokens, for the whole trial, so they count with the states. (The test prompts' cache that a retrain run's
-  last epoch adds is not counted.)
+  prompt-length bucket; compiled: one per (rows, bucket) of the rollout_buffer_size-prompt calls;
+  eval: eval prompts x samples rows), each of prompt rounded up to 32 tokens + max_new_tokens,
+  for the whole trial, so they count with the states. (The test prompts' cache that a retrain
+  run's last epoch adds is not counted.)
 - with train.generation compiled under autocast, each agent's bf16 decode copy of its weights
   (generation.Decoding.decoder: 2 bytes per parameter), kept for the whole trial; its kept
   caches then hold keys in the compute dtype too.
@@ -190,8 +191,8 @@ def packing_report(per_trial: Estimate, gpu: float, gpu_memory: int | None, gpu_
     line += f" of {gpu_memory / GIB:.1f} GiB on {gpu_name or 'GPU 0'}"
     if need > gpu_memory:
         return (
-            line
-            + "\nwarning: that exceeds the GPU's memory; raise resources.gpu (fewer trials per GPU) or shrink num_generations / max_new_tokens",
+            line + "\nwarning: that exceeds the GPU's memory; raise resources.gpu (fewer trials per GPU) "
+            "or shrink num_generations / max_new_tokens",
             True,
         )
     return line, False
@@ -263,7 +264,8 @@ def study_estimate(study) -> tuple[Estimate, str]:
             rollout = 0
             for f in formatters:
                 prompts = [f(r) for r in records]
-                keys = {(generations * len(prompts[i : i + window]), cache_length(max(map(len, prompts[i : i + window])), new_tokens))
+                keys = {(generations * len(prompts[i : i + window]),
+                         cache_length(max(map(len, prompts[i : i + window])), new_tokens))
                         for i in range(0, len(prompts), window)}  # fmt: skip
                 rollout = max(rollout, sum(rows * length for rows, length in keys))
         else:

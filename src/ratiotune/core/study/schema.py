@@ -30,7 +30,8 @@ class ModelSpec(Strict):
     )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
-        description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); auto = float32 on CPU, bfloat16 on GPU.",
+        description="Compute dtype of the forward passes (autocast; weights and AdamW stay float32); "
+        "auto = float32 on CPU, bfloat16 on GPU.",
     )
 
     @field_validator("dtype", mode="before")
@@ -257,7 +258,8 @@ class SearchSpec(Strict):
     max_failures: int = Field(
         2,
         ge=0,
-        description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint before it is marked errored.",
+        description="Times a failed trial (process crash, lost node) is restarted from its latest checkpoint "
+        "before it is marked errored.",
     )
     sampler: Literal["tpe", "gp", "random", "qmc", "staged"] = Field(
         "tpe",
@@ -322,7 +324,8 @@ class SearchSpec(Strict):
         for name, value in (self.baseline or {}).items():
             if name not in self.space:
                 raise ValueError(
-                    f"baseline.{name}: not a searched parameter; the baseline names values of: {', '.join(self.space) or '(nothing searched)'}"
+                    f"baseline.{name}: not a searched parameter; the baseline names values of: "
+                    f"{', '.join(self.space) or '(nothing searched)'}"
                 )
             if not spec_contains(self.space[name], value):
                 raise ValueError(f"baseline.{name}: {value!r} lies outside the space ({describe_space(self.space[name])})")
@@ -405,7 +408,8 @@ class RaceSpec(Strict):
 
     enabled: bool = Field(
         True,
-        description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, before recommending a config.",
+        description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, "
+        "before recommending a config.",
     )
     top_k: int = Field(
         4,
@@ -496,7 +500,8 @@ class Study(Strict):
     search: SearchSpec = Field(SearchSpec(), description="What is searched, how trials are judged, sampled and stopped.")
     race: RaceSpec = Field(
         RaceSpec(),
-        description="After the search: the top configs race the baseline on paired fresh seeds; a gate confirms the winner or keeps the baseline.",
+        description="After the search: the top configs race the baseline on paired fresh seeds; "
+        "a gate confirms the winner or keeps the baseline.",
     )
     resources: ResourcesSpec = Field(ResourcesSpec(), description="CPUs and GPUs per trial.")
     checkpoint: CheckpointSpec = Field(CheckpointSpec(), description="Which checkpoints are kept.")
