@@ -1,3 +1,5 @@
+"""`python -m ratiotune`: the same command as `ratiotune`."""
+
 import sys
 
 from ratiotune.cli import main

@@ -1,0 +1,1 @@
+"""Package data: the builtin prompt files (no code)."""
