@@ -9,7 +9,6 @@ on folders you did not write.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from ratiotune.core.objective import OBJECTIVE, trailing_mean
 from ratiotune.core.study import Study, StudyError, load_study
+from ratiotune.core.values import finite
 
 STUDY_FILE = "study.yaml"
 
@@ -56,7 +56,7 @@ class TrialResult:
         return max((int(row.get("epoch", 0)) for row in self.rows), default=0)
 
     def values(self, metric: str) -> list[float]:
-        return [float(row[metric]) for row in self.rows if _is_number(row.get(metric))]
+        return [float(row[metric]) for row in self.rows if finite(row.get(metric))]
 
     def score(self, metric: str, window: int) -> float | None:
         """The objective: `metric`'s mean over the trial's last `window` reported epochs (objective.py).
@@ -80,7 +80,7 @@ class TrialResult:
         for path in self.checkpoints:
             metrics = checkpoint_meta(path).get("metrics", {})
             value = metrics.get(OBJECTIVE, metrics.get(metric))
-            if _is_number(value):
+            if finite(value):
                 scored.append((float(value), path))
         if not scored:
             return None
@@ -88,7 +88,7 @@ class TrialResult:
         return pick(scored, key=lambda item: item[0])[1]
 
     def best_epoch(self, metric: str, mode: str) -> int | None:
-        scored = [(float(row[metric]), int(row.get("epoch", 0))) for row in self.rows if _is_number(row.get(metric))]
+        scored = [(float(row[metric]), int(row.get("epoch", 0))) for row in self.rows if finite(row.get(metric))]
         if not scored:
             return None
         pick = max if mode == "max" else min
@@ -138,7 +138,7 @@ class TrialResult:
     @property
     def wall_seconds(self) -> float:
         """Training wall time: Ray's cumulative time_total_s (survives restores)."""
-        times = [float(row["time_total_s"]) for row in self.rows if _is_number(row.get("time_total_s"))]
+        times = [float(row["time_total_s"]) for row in self.rows if finite(row.get("time_total_s"))]
         return max(times, default=0.0)
 
 
@@ -173,7 +173,7 @@ def metric_direction(study: Study, metric: str) -> str:
 def metric_names(experiment: Experiment) -> list[str]:
     """Namespaced metrics (train/..., eval/..., system/...) that some trial reported, in a stable order."""
     seen = {
-        key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and _is_number(value)
+        key for trial in experiment.trials for row in trial.rows for key, value in row.items() if "/" in key and finite(value)
     }
     known = [name for name in experiment.study.metrics().reported if name in seen]
     return known + sorted(seen - set(known))
@@ -217,10 +217,10 @@ def curve_table(experiment: Experiment) -> list[dict[str, Any]]:
     table = []
     for trial in experiment.trials:
         for row in trial.rows:
-            if not _is_number(row.get("epoch")):
+            if not finite(row.get("epoch")):
                 continue
             record: dict[str, Any] = {"trial": trial.name, "epoch": int(row["epoch"])}
-            record.update({name: row.get(name) if _is_number(row.get(name)) else None for name in metrics})
+            record.update({name: row.get(name) if finite(row.get(name)) else None for name in metrics})
             record["time_total_s"] = row.get("time_total_s")
             table.append(record)
     return table
@@ -338,7 +338,3 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
         running += step
         best = max(best, running)
     return best
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

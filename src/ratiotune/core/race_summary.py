@@ -43,18 +43,6 @@ def honest_metric(metric: str) -> str:
     return f"test/{name}" if sep and split in ("train", "eval") else metric
 
 
-def summary_range(summary: dict[str, Any]) -> tuple[float, float] | None:
-    """The honest metric's range a race or retrain summary recorded; summaries from before tasks were
-    plug-ins (length-ratio only) have none: that task's table answers."""
-    if "honest_range" in summary:
-        return tuple(summary["honest_range"]) if summary["honest_range"] else None
-    from ratiotune.core.metrics import MetricTable
-    from ratiotune.tasks import load_task
-
-    # By name through the task registry: this layer imports no concrete task.
-    return MetricTable(load_task("length-ratio")).value_range(summary["honest_metric"])
-
-
 def race_dir(experiment_dir: Path) -> Path:
     return Path(experiment_dir) / RACE_DIR
 

@@ -1,1 +1,0 @@
-"""Package data: the builtin prompt files (no code)."""
