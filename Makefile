@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
-# A real search and its race (studies/demo.yaml): 63 s wall, 97 lines of output on the 2-core machine
+# A real search and its race (studies/demo.yaml): 65 s wall, 95 lines of output on the 2-core machine
 # (2026-12-05, a second look and a fallback included); the target is under 2 minutes on 2 idle cores (README says how it
 # was measured). The smoke study is the same task at a size that learns the reward.
 demo: install
