@@ -165,16 +165,13 @@ def simulate_module():
 def table_value(sim, table, config: dict) -> float:
     """A config's value in the table: the mean final test figure over all seeds of its grid point (of both
     neighbouring learning rates, weighted, between two grid points)."""
-    return sum(w * table.mean(key) for key, w in table.point(config))
+    return table.mean_value(table.point(config))
 
 
 def predicted(sim, table, studies: int = 600, first: int = 1000) -> dict:
     """The simulator's prediction for the shipped design: each simulated study's shipped table value and compute."""
     records = sim.simulate_design(sim.Design("shipped"), table, studies, first)
-    values = [
-        sum(w * table.mean(key) for key, w in r["shipped"]) if isinstance(r["shipped"][0], tuple) else table.mean(r["shipped"])
-        for r in records
-    ]
+    values = [table.mean_value(r["shipped"]) for r in records]
     best = max(table.mean(k) for k in table.keys)
     return {
         "values": values,

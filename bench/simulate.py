@@ -114,6 +114,13 @@ class Table:
         """A config's mean over all its seeds (for a reader; no study is judged on it)."""
         return statistics.fmean(r.test for r in self.runs[key].values())
 
+    def mean_value(self, where: Key | Mix) -> float:
+        """`mean` of a grid point, or of a mix's neighbours weighted (bench/search_quality.py values real
+        studies' configs this way)."""
+        if isinstance(where[0], tuple):
+            return sum(w * self.mean(k) for k, w in where)
+        return self.mean(where)
+
     def point(self, config: dict[str, Any]) -> Mix:
         """Where a config sits on the grid: its two neighbouring learning rates, weighted linearly in
         log lr (one point when it lies on the grid or outside it), the choices exactly. A run of the
