@@ -433,7 +433,10 @@ def test_resume_refuses_a_folder_that_is_not_an_experiment(tmp_path, capsys):
     from ratiotune.cli import main
 
     assert main(["resume", str(tmp_path)]) == 2
-    assert "not a ratiotune experiment" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "nothing to resume here" in err and "study.yaml" in err and "retrain.json" in err and "Traceback" not in err
+    assert main(["resume", str(tmp_path / "absent")]) == 2
+    assert "no such experiment folder" in capsys.readouterr().err
 
 
 def test_resume_of_another_layouts_experiment_is_one_line(tmp_path, monkeypatch):

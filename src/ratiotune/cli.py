@@ -77,9 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     resume = commands.add_parser(
-        "resume", help="continue an interrupted study (reads Ray's pickled state: only folders you trust)"
+        "resume", help="continue an interrupted study or retrain (reads Ray's pickled state: only folders you trust)"
     )
-    resume.add_argument("experiment", help="experiment folder, e.g. results/smoke")
+    resume.add_argument("experiment", help="experiment folder (e.g. results/smoke) or a retrain's output folder")
     resume.add_argument("--skip-errored", action="store_true", help="leave errored trials as they are instead of retrying them")
     add_address_flag(resume)
     add_verbose_flag(resume)

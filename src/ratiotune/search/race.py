@@ -42,9 +42,6 @@ from ratiotune.core.study import SEED_KEY, TEST_KEY, Study
 from ratiotune.search.race_text import label, stage_line, summary_markdown
 from ratiotune.search.seed_grid import run_seed_grid
 
-ROUND_FILE = "round.json"  # written when a round has ended: resume reads it instead of re-running
-
-
 # --------------------------------------------------------------------------- planning
 
 
@@ -76,19 +73,14 @@ def fresh_seeds(study: Study, start: int, count: int) -> list[int]:
 def run_round(study: Study, folder: Path, runs: list[dict[str, Any]], contenders: list[Contender]) -> Experiment:
     """Train every run (contender index, seed, test pairs) as one Ray Tune trial; read them back.
 
-    A finished round (ROUND_FILE) is read as it is; an interrupted one is restored, its
-    finished runs kept, the rest continued from their checkpoints. Ray must be initialised.
+    A round that ended is read as it is; an interrupted one is restored, its finished runs kept,
+    the rest continued from their checkpoints (seed_grid.StageInterrupted when stopped again).
+    Ray must be initialised.
     """
-    if (folder / ROUND_FILE).is_file():
-        return load_experiment(folder)
     configs = {i: c.config for i, c in enumerate(contenders)}
     labels = {i: label(c.name, contenders) for i, c in enumerate(contenders)}
-    grid = run_seed_grid(study, folder, runs, configs, CONTENDER_KEY, prefix="c", labels=labels, reuse_actors=True)
-    if grid.num_terminated + grid.num_errors < len(grid):
-        raise RaceInterrupted(folder)  # Ray caught a Ctrl-C and saved the round: `resume` continues it
-    experiment = load_experiment(folder)
-    (folder / ROUND_FILE).write_text(json.dumps({"runs": len(experiment.trials)}) + "\n")
-    return experiment
+    run_seed_grid(study, folder, runs, configs, CONTENDER_KEY, prefix="c", labels=labels, reuse_actors=True)
+    return load_experiment(folder)
 
 
 def plan_race(experiment: Experiment, explicit: frozenset[str] = frozenset()) -> tuple[RacePlan, list[Contender]]:
@@ -179,7 +171,3 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
 
 class RaceError(Exception):
     """The race cannot run (nothing to race)."""
-
-
-class RaceInterrupted(Exception):
-    """A round was stopped (Ctrl-C, SIGTERM) and saved; `ratiotune resume` continues it."""

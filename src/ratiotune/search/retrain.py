@@ -62,6 +62,7 @@ def headline_metrics(study: Study) -> tuple[str, ...]:
 RANK_KEY = "rank"
 RUNS_DIR = "runs"  # the report runs
 SELECT_DIR = "select"  # the selection runs (more than one candidate)
+PLAN_FILE = "retrain.json"  # the experiment and options a retrain started with: what `resume` replans from
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,13 @@ def plan_retrain(
     overrides: list[str] | tuple[str, ...] = (),
     from_checkpoint: bool = False,
     select_seeds: int | None = None,
+    resuming: bool = False,
 ) -> RetrainPlan:
     """Check everything that can be checked before Ray starts; raise StudyError on bad input.
 
     seeds: report seeds per winner; select_seeds: selection seeds per candidate (default: seeds),
-    used only with more than one candidate."""
+    used only with more than one candidate. resuming: the output is an interrupted retrain's
+    (resume_plan): the same inputs give the same plan, so its finished runs are kept."""
     experiment = load_experiment(experiment_dir)
     base = experiment.study
     metric, mode = base.search.metric, base.search.mode
@@ -127,7 +130,9 @@ def plan_retrain(
     if top_k > 1 and select_seeds is not None and select_seeds < 1:
         raise StudyError(f"--select-seeds {select_seeds}: must be >= 1")
     output = Path(output).expanduser().resolve() if output else experiment.directory.resolve() / "retrain"
-    if output.exists():
+    if output.exists() and not resuming:
+        if (output / PLAN_FILE).is_file() and not (output / "summary.json").is_file():
+            raise StudyError(f"{output} holds a retrain that was interrupted; continue it with: ratiotune resume {output}")
         raise StudyError(f"{output} already exists; pass another --output (retrain results are never overwritten)")
 
     # The retrain study: the experiment's study, then --set, then the flags, validated once.
@@ -165,6 +170,30 @@ def plan_retrain(
     select_list = [first + i for i in range(n_select)]
     seed_list = [first + n_select + i for i in range(seeds)]
     return RetrainPlan(experiment, study, candidates, seed_list, output, from_checkpoint, select_list, source)
+
+
+def record_plan(plan: RetrainPlan, options: dict[str, Any]) -> None:
+    """OUTPUT/PLAN_FILE: the experiment and plan_retrain's options, written before the first run trains."""
+    plan.output.mkdir(parents=True)
+    options = {**options, "output": str(plan.output)}
+    if options.get("eval_prompts"):  # resume may run from another working directory
+        options["eval_prompts"] = str(Path(options["eval_prompts"]).expanduser().resolve())
+    record = {"experiment": str(plan.experiment.directory.resolve()), "options": options}
+    (plan.output / PLAN_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def is_retrain(folder: Path) -> bool:
+    return (folder / PLAN_FILE).is_file()
+
+
+def is_finished(folder: Path) -> bool:
+    return (folder / "summary.json").is_file()
+
+
+def resume_plan(output: Path) -> RetrainPlan:
+    """The plan of the interrupted retrain in `output`, made again from what it recorded."""
+    record = json.loads((output / PLAN_FILE).read_text())
+    return plan_retrain(record["experiment"], **record["options"], resuming=True)
 
 
 def race_candidates(experiment: Experiment, ranked: list[TrialResult]) -> tuple[list[tuple[TrialResult | None, dict]], str]:
@@ -391,6 +420,7 @@ def write_outputs(plan: RetrainPlan, runs: Experiment, summary: dict[str, Any]) 
     checkpoint = run.latest_checkpoint()
     if checkpoint is None:
         raise StudyError(f"winning run {run.name} kept no checkpoint under {run.directory}")
+    shutil.rmtree(final, ignore_errors=True)  # a copy a kill cut short (summary.json, written last, is absent)
     final.mkdir(parents=True)
     for agent in ("agent_0", "agent_1"):
         shutil.copytree(checkpoint / agent, final / agent)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from ratiotune.core.study import SEED_KEY, Study, write_study
+from ratiotune.core.study import SEED_KEY, Study, StudyError, write_study
 
 RUN_KEY = "run"  # the run's index into `runs`: how each trial finds its own values
+# Written when every run of the stage has ended: a later resume reads the stage as it is and never
+# restores it (which would retrain its errored runs). The name predates retrain's use of it.
+ENDED_FILE = "round.json"
 
 
 def run_seed_grid(
@@ -21,7 +25,7 @@ def run_seed_grid(
     labels: dict[Any, str] | None = None,
     reuse_actors: bool = False,
 ):
-    """Train every run as one Ray Tune trial under `folder`; returns Ray's ResultGrid.
+    """Train every run as one Ray Tune trial under `folder` (unless it has ended before: ENDED_FILE).
 
     runs: each run's own trial-config values (`key`: which config; SEED_KEY; the test pairs, a start
     checkpoint, ...); configs: each `key` value's searched values, which fill the trial's config too, so
@@ -29,26 +33,75 @@ def run_seed_grid(
     (c1_seed3, rank2_seed5); labels: how the progress lines name each `key` value. The folder is
     itself an experiment (study.yaml + Ray trial folders) that core/experiment.py reads like a search;
     an interrupted one is restored, its finished runs kept, the rest continued from their checkpoints.
-    Ray must be initialised.
+    Raises StageInterrupted when Ray stopped the run (Ctrl-C, SIGTERM) before every trial ended, and
+    StudyError when a trial ran with a config other than the one planned for it. Ray must be initialised.
     """
+    if (folder / ENDED_FILE).is_file():
+        return
     from ray import tune
 
-    from ratiotune.search.launch import make_trainable, seed_runs_config
+    from ratiotune.search.launch import make_trainable
 
     trainable = make_trainable(study)
+    space = param_space(runs, configs, key)
     if tune.Tuner.can_restore(str(folder)):
-        tuner = tune.Tuner.restore(str(folder), trainable=trainable, resume_unfinished=True, resume_errored=True)
-        return tuner.fit()
-    folder.mkdir(parents=True, exist_ok=True)
-    write_study(folder, study)  # study.yaml and the prompt texts: the runs read like an experiment
-    param_space: dict[str, Any] = {RUN_KEY: tune.grid_search(list(range(len(runs))))}
+        # The space holds functions: Ray saved placeholders for them ("__fn_ph", hash) and resolves
+        # them again only from the space handed back here. Without it the restored trials would
+        # train on the placeholders themselves (the race's kill-and-resume bug of issue 39).
+        tuner = tune.Tuner.restore(
+            str(folder), trainable=trainable, param_space=space, resume_unfinished=True, resume_errored=True
+        )
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_study(folder, study)  # study.yaml and the prompt texts: the runs read like an experiment
+        tuner = new_tuner(trainable, study, folder, runs, key, space, prefix=prefix, labels=labels, reuse_actors=reuse_actors)
+    grid = tuner.fit()
+    if grid.num_terminated + grid.num_errors < len(grid):
+        raise StageInterrupted(folder)
+    check_configs(folder, grid, planned_configs(runs, configs, key))
+    (folder / ENDED_FILE).write_text(json.dumps({"runs": len(grid)}) + "\n")
+
+
+def param_space(runs: list[dict[str, Any]], configs: dict[Any, dict[str, Any]], key: str) -> dict[str, Any]:
+    """One grid point per run; every other value looked up from the run's index. Built the same way
+    from the same arguments, so a restore hands Ray the space the run started with."""
+    from ray import tune
+
+    space: dict[str, Any] = {RUN_KEY: tune.grid_search(list(range(len(runs))))}
     for name in runs[0]:
-        param_space[name] = tune.sample_from(lambda spec, name=name: runs[spec.config[RUN_KEY]][name])
+        space[name] = tune.sample_from(lambda spec, name=name: runs[spec.config[RUN_KEY]][name])
     for name in configs[runs[0][key]]:
-        param_space[name] = tune.sample_from(lambda spec, name=name: configs[runs[spec.config[RUN_KEY]][key]][name])
-    tuner = tune.Tuner(
+        space[name] = tune.sample_from(lambda spec, name=name: configs[runs[spec.config[RUN_KEY]][key]][name])
+    return space
+
+
+def planned_configs(runs: list[dict[str, Any]], configs: dict[Any, dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Each run's whole trial config, as the space resolves it."""
+    return [{RUN_KEY: i, **run, **configs[run[key]]} for i, run in enumerate(runs)]
+
+
+def check_configs(folder: Path, grid, planned: list[dict[str, Any]]) -> None:
+    """Every trial ran with the config planned for it; else a StudyError naming the stage and the values."""
+    for result in grid:
+        config = result.config or {}
+        index = config.get(RUN_KEY)
+        expected = planned[index] if isinstance(index, int) and 0 <= index < len(planned) else None
+        if expected is None or any(config.get(name) != value for name, value in expected.items()):
+            got = {name: config.get(name) for name in (expected or config)}
+            raise StudyError(
+                f"{folder.name}: a run has the config {got}, not one this stage planned "
+                f"({len(planned)} runs); it is not used. Delete {folder} to run the stage again"
+            )
+
+
+def new_tuner(trainable, study: Study, folder: Path, runs, key: str, space, *, prefix: str, labels, reuse_actors: bool):
+    from ray import tune
+
+    from ratiotune.search.launch import seed_runs_config
+
+    return tune.Tuner(
         trainable,
-        param_space=param_space,
+        param_space=space,
         tune_config=tune.TuneConfig(
             max_concurrent_trials=study.search.max_concurrent_trials,
             # The race reuses the worker process from run to run: saves a Python + torch start (~5 s) each.
@@ -62,4 +115,11 @@ def run_seed_grid(
             study, folder.name, str(folder.parent), [key, SEED_KEY], len(runs), {key: labels} if labels else None
         ),
     )
-    return tuner.fit()
+
+
+class StageInterrupted(Exception):
+    """A stage was stopped (Ctrl-C, SIGTERM) and saved; `ratiotune resume` continues it."""
+
+    def __init__(self, folder: Path):
+        super().__init__(str(folder))
+        self.folder = folder

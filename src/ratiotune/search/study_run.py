@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ratiotune.core import provenance
-from ratiotune.core.experiment import ERRORED, STUDY_FILE, TASK_ERROR, Experiment, load_experiment
+from ratiotune.core.experiment import ERRORED, STUDY_FILE, TASK_ERROR, Experiment, is_experiment, load_experiment
 from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
 from ratiotune.core.wandb_settings import WandbSettings
 
@@ -129,8 +129,18 @@ def rerun_hint(experiment_dir) -> str:
 def resume(
     experiment_path: str, *, skip_errored: bool, address: str | None, verbose: bool, argv: list[str], summarize: Summarize
 ) -> int:
-    """`ratiotune resume`: continue an interrupted search (then its race), or only its race."""
-    experiment = load_experiment(Path(experiment_path).expanduser().resolve())
+    """`ratiotune resume`: continue an interrupted search (then its race), only its race, or a retrain."""
+    from ratiotune.search.retrain import is_retrain
+
+    folder = Path(experiment_path).expanduser().resolve()
+    if is_retrain(folder):
+        return resume_retrain(folder, address=address, verbose=verbose)
+    if folder.is_dir() and not is_experiment(folder):
+        raise StudyError(
+            f"{folder}: nothing to resume here (no {STUDY_FILE}, which a search writes, and no retrain.json, "
+            "which a retrain writes)"
+        )
+    experiment = load_experiment(folder)
     experiment_dir, study = experiment.directory, experiment.study
 
     from ratiotune.search import resume as resuming, launch
@@ -194,6 +204,7 @@ def run_race(experiment: Experiment) -> int:
     """The confirmation race after a finished search (race.py); prints the honest figure."""
     from ratiotune.core import race_summary
     from ratiotune.search import race, race_text, resume as resuming
+    from ratiotune.search.seed_grid import StageInterrupted
 
     skipped = experiment.study.race_skipped()
     if skipped is not None:
@@ -203,7 +214,7 @@ def run_race(experiment: Experiment) -> int:
     try:
         with resuming.sigterm_as_sigint():
             summary = race.race(experiment)
-    except race.RaceInterrupted:
+    except StageInterrupted:
         print(resuming.interrupted_hint(experiment.directory), file=sys.stderr)
         return resuming.EXIT_INTERRUPTED
     except race.RaceError as exc:
@@ -229,9 +240,27 @@ def retrain(experiment_path: str, *, address: str | None, verbose: bool, **plan_
 
     # Every input check happens here, before Ray starts (GPUs: once it has, against the cluster).
     plan = retraining.plan_retrain(experiment_path, **plan_options)
-    log_file = ray_log_file(plan.output, verbose)
-    from ratiotune.core.hyperparameters import config_text
+    retraining.record_plan(plan, plan_options)
+    return run_retrain(plan, address=address, verbose=verbose)
 
+
+def resume_retrain(output: Path, *, address: str | None, verbose: bool) -> int:
+    """`ratiotune resume OUTPUT` of a retrain: the same plan again; finished runs are kept."""
+    from ratiotune.search import retrain as retraining
+
+    if retraining.is_finished(output):
+        print(f"{output}: the retrain has finished; nothing to resume")
+        return 0
+    print(f"{output}: continuing the retrain", flush=True)
+    return run_retrain(retraining.resume_plan(output), address=address, verbose=verbose)
+
+
+def run_retrain(plan, *, address: str | None, verbose: bool) -> int:
+    from ratiotune.core.hyperparameters import config_text
+    from ratiotune.search import resume as resuming, retrain as retraining
+    from ratiotune.search.seed_grid import StageInterrupted
+
+    log_file = ray_log_file(plan.output, verbose)
     print(
         f"retrain {plan.experiment.directory}: {len(plan.candidates)} config(s) x {len(plan.seeds)} fresh seed(s), "
         f"{plan.study.train.epochs} epochs each, into {plan.output}",
@@ -242,7 +271,12 @@ def retrain(experiment_path: str, *, address: str | None, verbose: bool, **plan_
     if log_file is not None:
         print(f"Ray's log: {log_file} (--verbose shows it here)", flush=True)
     start_ray(address, log_file)
-    retraining.retrain(plan)
+    try:
+        with resuming.sigterm_as_sigint():
+            retraining.retrain(plan)
+    except StageInterrupted:
+        print(resuming.interrupted_hint(plan.output), file=sys.stderr)
+        return resuming.EXIT_INTERRUPTED
     print()
     print((plan.output / "summary.md").read_text(), end="")
     print(f"final agents: {plan.output / 'final'}")

@@ -278,7 +278,13 @@ def tune_trainable(config: dict[str, Any], study: Study) -> None:
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
-            trial.restore(Path(directory))
+            if checkpoint_is_complete(Path(directory)):
+                trial.restore(Path(directory))
+            else:
+                # Cut short on disk (a kill while it was written, a full disk): retrying it would fail
+                # the same way every time. The run is seeded, so training it again from the start
+                # gives the figures it would have had; its repeated rows are read as the later ones.
+                print(f"ratiotune: checkpoint {directory} is incomplete; training this run again from its start", flush=True)
     # Which Ray node trained each epoch (a hex string; Ray's own node_ip is the same for every
     # node of a one-machine cluster). A plain key without "/": never a numeric metric column.
     node = {"node_id": ray.get_runtime_context().get_node_id()}

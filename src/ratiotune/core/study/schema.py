@@ -614,6 +614,11 @@ class Study(Strict):
         """The four searchable values for one trial: the trial's config over the study's fixed ones."""
         values = {name: getattr(self.train, name) for name in SEARCHABLE}
         values.update({k: v for k, v in config.items() if k in SEARCHABLE})
+        for name, value in values.items():
+            # A number, or its text: never train on anything else (a restored Ray run once handed
+            # its trials the placeholders of its sample_from functions, ("__fn_ph", hash)).
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise StudyError(f"trial config {name} = {value!r}: not a number; this run is not trained")
         for name in ("num_generations", "max_new_tokens"):
             values[name] = int(values[name])
         for name in ("learning_rate", "reward_scale"):
