@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 from ratiotune.training.memory import GIB, study_estimate
-from ratiotune.core.experiment import max_overlap
 from ratiotune.core.study import Study, validate_study
 
 PROMPTS = [
@@ -39,6 +38,16 @@ PROMPTS = [
     "Design a playground on Mars:",
     "Describe a village on the back of a whale:",
 ]
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one time: how many trials ran at once, from their (start, end) times."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = best = 0
+    for _, step in events:
+        running += step
+        best = max(best, running)
+    return best
 
 
 def bench_study(args: argparse.Namespace, packing: int, prompt_dir: Path, gpu: float | None = None) -> Study:

@@ -152,9 +152,9 @@ def bucket_prompts(tokenizer, n: int) -> list[str]:
 
     from ratiotune.training.generation import cache_length
     from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
-    from ratiotune.tasks.records import prompt_texts
+    from ratiotune.tasks.records import load_records
 
-    prompts = prompt_texts("builtin:train", BUILTIN_PROMPTS)
+    prompts = [r["prompt"] for r in load_records("builtin:train", BUILTIN_PROMPTS)]
     lengths = {p: cache_length(len(tokenizer(p).input_ids), 1) for p in prompts}
     common = Counter(lengths.values()).most_common(1)[0][0]
     return [p for p in prompts if lengths[p] == common][:n]

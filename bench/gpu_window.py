@@ -26,7 +26,7 @@ random weights; float32 masters, bf16 autocast; 8 generations x 128 tokens unles
                 original's tokens; save and restore seconds, GB on disk
   profile       torch.profiler over 32 compiled decode steps: GPU-busy ms per step (kernel time)
                 vs wall ms per step, the host's top operators; the trace (gzip) beside --out
-  decode_loop   training.decode_loop (forward + sampling in one compiled step, preallocated buffers,
+  decode_loop   bench/decode_loop.py (forward + sampling in one compiled step, preallocated buffers,
                 EOS checked every 8 steps) vs generate() compiled, both on the bf16 copy, 8 x 128
                 steps: ms per step (interleaved medians), greedy tokens equal or the first differing
                 step, CUDA-graph recordings after warm-up; the target is <= 1.5 ms per step on an H200
@@ -359,7 +359,7 @@ def section_decode_loop(sizes: dict, device: str, partial: Partial) -> dict:
     """Our decode loop vs generate(), compiled, on the same bf16 copy: ms per step and greedy tokens."""
     import torch
 
-    from ratiotune.training.decode_loop import DecodeLoop
+    from decode_loop import DecodeLoop
 
     probe = gpu_suite.Probe(sizes, device)
     copy_ = probe.decodings["compiled"].decoder()

@@ -76,7 +76,7 @@ def run_direct(study) -> dict:
 def run_ray(study, storage: Path) -> dict:
     experiment_dir = storage / study.name
     experiment_dir.mkdir(parents=True)
-    (experiment_dir / STUDY_FILE).write_text(study.to_yaml())
+    (experiment_dir / STUDY_FILE).write_text(yaml.safe_dump(study.model_dump(mode="json", exclude_none=True), sort_keys=False))
     start = time.perf_counter()
     build_tuner(study, experiment_dir).fit()
     wall = time.perf_counter() - start

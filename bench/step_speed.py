@@ -44,10 +44,10 @@ CONFIGS = {
 def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: bool, workdir: Path):
     from ratiotune.core.study import load_study
     from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS
-    from ratiotune.tasks.records import prompt_texts
+    from ratiotune.tasks.records import load_records
 
     prompts = workdir / f"prompts-{n_prompts}.txt"
-    prompts.write_text("\n".join(prompt_texts("builtin:tutorial", BUILTIN_PROMPTS)[:n_prompts]) + "\n")
+    prompts.write_text("\n".join([r["prompt"] for r in load_records("builtin:tutorial", BUILTIN_PROMPTS)][:n_prompts]) + "\n")
     overrides = [
         f"model.name={model}",
         f"task.train_prompts={prompts}",

@@ -1,14 +1,19 @@
-"""training.decode_loop draws what generate() draws: the same greedy tokens on left-padded prompts
+"""bench/decode_loop.py draws what generate() draws: the same greedy tokens on left-padded prompts
 (also with early EOS stops, and with the step compiled), and sampled tokens that pass a chi-square
 test of homogeneity against generate()'s at the study's temperature and top-p (with a control that
 fails it). Real builtin:tiny, float32 on CPU; facts, not timing."""
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from scipy.stats import chi2_contingency
 
-from ratiotune.training.decode_loop import DecodeLoop, filter_logits
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+from decode_loop import DecodeLoop, filter_logits  # noqa: E402  (bench/: not wired into training)
 from ratiotune.training.models import load_agents
 
 PROMPTS = ["Hi:", "Tell a joke about dinosaurs:", "Design a playground on Mars, please:", "A"]

@@ -7,11 +7,11 @@ import pytest
 from ratiotune.core.metrics import MetricTable, measure
 from ratiotune.tasks import load_task
 from ratiotune.tasks.length_ratio import BUILTIN_PROMPTS, LengthRatioReward, in_range, length_ratio_reward, make_task
-from ratiotune.tasks.records import RecordsError, load_records, missing_field, prompt_texts
+from ratiotune.tasks.records import RecordsError, load_records, missing_field
 
 
 def load_prompts(source):
-    return prompt_texts(source, BUILTIN_PROMPTS)
+    return [record["prompt"] for record in load_records(source, BUILTIN_PROMPTS)]
 
 
 def batch_metrics(pairs_by_group, task=None):

@@ -137,8 +137,12 @@ def test_resolve_uses_default_then_set(tiny_study, write_study):
 
     study = resolve_study(path, ["learning_rate=5e-4", "num_generations=2", "train.epochs=3", "name=other"])
     assert (study.train.learning_rate, study.train.num_generations, study.train.epochs, study.name) == (5e-4, 2, 3, "other")
-    # What config.yaml holds validates as a study and trains the same values.
-    assert validate_study(yaml.safe_load(study.to_yaml())) == study
+    # What config.yaml holds (core/study/folders.study_files) validates as a study and trains the same values.
+    from ratiotune.core.study import study_files
+
+    written = validate_study(yaml.safe_load(study_files(study, "config.yaml")["config.yaml"]))
+    assert written.hyperparameters({}) == study.hyperparameters({})
+    assert (written.train.epochs, written.name, written.search.space) == (3, "other", {})
 
 
 @pytest.mark.parametrize(

@@ -328,13 +328,3 @@ def load_trial(directory: Path) -> TrialResult:
         error=error_file.read_text() if error_file.is_file() else None,
         checkpoints=checkpoints,
     )
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at one time: how many trials ran at once, from their (start, end) times."""
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    running = best = 0
-    for _, step in events:
-        running += step
-        best = max(best, running)
-    return best

@@ -211,12 +211,8 @@ def make_trainable(study: Study):
     )
 
 
-def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None, stop=None):
-    """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI).
-
-    `stop` (a ray.tune.Stopper) ends the study early; bench/search_quality.py uses it to stop
-    a search at a budget of trial-epochs. The CLI never passes one.
-    """
+def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings | None = None):
+    """The Tuner for `study`, writing into experiment_dir (= storage_path / name; a path or an s3://-style URI)."""
     from ray import tune
 
     from ratiotune.core.storage import split_location
@@ -248,7 +244,7 @@ def build_tuner(study: Study, experiment_dir: Path | str, wandb: WandbSettings |
         checkpoint_config=checkpoint_config(study),
         # The first task error ends the study (stop.py): every trial would meet the same bug.
         # PBT would otherwise perturb a trial at its last epoch and restart it for nothing.
-        stop=TaskErrorStopper(stop, max_iteration=study.train.epochs if search.scheduler.type == "pbt" else None),
+        stop=TaskErrorStopper(max_iteration=study.train.epochs if search.scheduler.type == "pbt" else None),
         # A trial whose process dies (or its node) restarts from its latest checkpoint, up to max_failures times.
         failure_config=tune.FailureConfig(max_failures=study.search.max_failures),
         callbacks=callbacks,

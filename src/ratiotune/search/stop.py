@@ -16,11 +16,10 @@ from ratiotune.core.experiment import TASK_ERROR_KEY
 
 
 class TaskErrorStopper(Stopper):
-    """Stops the study at the first result that carries a task error. `inner` (another Stopper)
-    and `max_iteration` (a trial stops at that training_iteration) keep their say over single trials."""
+    """Stops the study at the first result that carries a task error; `max_iteration` (PBT: a trial
+    stops at that training_iteration) keeps its say over single trials."""
 
-    def __init__(self, inner: Stopper | None = None, max_iteration: int | None = None):
-        self.inner = inner
+    def __init__(self, max_iteration: int | None = None):
         self.max_iteration = max_iteration
         self.task_error: str | None = None
 
@@ -30,7 +29,7 @@ class TaskErrorStopper(Stopper):
             return True
         if self.max_iteration is not None and result.get("training_iteration", 0) >= self.max_iteration:
             return True
-        return bool(self.inner(trial_id, result)) if self.inner is not None else False
+        return False
 
     def stop_all(self) -> bool:
-        return self.task_error is not None or (self.inner is not None and self.inner.stop_all())
+        return self.task_error is not None

@@ -114,8 +114,3 @@ def is_plain_prompt(record: Mapping[str, Any]) -> bool:
         and "\n" not in prompt
         and "\r" not in prompt
     )
-
-
-def prompt_texts(source: str | Path, builtin: Mapping[str, Path] | None = None) -> list[str]:
-    """The "prompt" field of every record (length-ratio's sets; bench scripts use this)."""
-    return [record["prompt"] for record in load_records(source, builtin)]

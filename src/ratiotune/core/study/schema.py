@@ -6,7 +6,6 @@ import difflib
 import json
 from typing import Any, Literal, Optional, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from ratiotune.core.model_names import KNOWN_BUILTINS
@@ -636,6 +635,3 @@ class Study(Strict):
         if records is None:
             records = load_records(source, self.get_task().builtin_prompts)
         return [dict(r) for r in records]
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)

@@ -1,15 +1,16 @@
 """A decode loop of our own: one function per step (forward + temperature/top-k/top-p sampling + EOS
 bookkeeping) over preallocated buffers, so that the whole step can be captured in one CUDA graph.
 
-Why (issue 33, the H200 reading): `generate()` compiled takes 3.4 ms per step at 8 x 128 on the 0.5B
-shape, against a bandwidth floor of ~0.21 ms; the graph replay is ~1 ms and the rest is per-step work
-outside it (input and mask preparation, guards, the top-p sort and sampling, `torch.cat`, stopping
-criteria, a host sync every step). Here the step's inputs are buffers written in place, the sampling
+Why: compiled `generate()` spends most of a decode step outside the captured graph, on per-step work
+(input and mask preparation, guards, the top-p sort and sampling, `torch.cat`, stopping criteria, a
+host sync every step); docs/gpus-and-clusters.md has the figures measured on the GPU node. Here the
+step's inputs are buffers written in place, the sampling
 is inside the step, the tokens go into a preallocated output, and the host looks at EOS only every
 `check_every` steps.
 
-Not wired into training: `bench/gpu_window.py` measures it against `generate()` first (the
-`decode_loop` section), and it replaces `generate()` in rollouts only if it is faster there. On CPU
+Not wired into training, so it lives in bench/: `bench/gpu_window.py` measures it against
+`generate()` (the `decode_loop` section), and it would replace `generate()` in rollouts only if it is
+faster there. On CPU
 `tests/test_decode_loop.py` checks it draws what `generate()` draws: the same greedy tokens on
 left-padded prompts, and sampled tokens that pass a test of homogeneity against `generate()`'s.
 
