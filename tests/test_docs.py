@@ -69,3 +69,16 @@ def test_the_first_task_in_your_task_md_runs_as_written(tiny_study, tmp_path):
     assert loaded.metrics().value_range("eval/mean_reward") == (0.0, 1.0)  # set_reward_range was read
     metrics = Trial(loaded, {}).run_epoch()
     assert 0.0 <= metrics["eval/longer_fraction"] <= 1.0 and math.isfinite(metrics["search/objective"])
+
+
+def test_the_readme_study_validates_and_races_against_its_baseline():
+    """The README's example study is a study: it validates, its baseline lies in its space (the race
+    needs one to stand against), and it is studies/smoke.yaml's search, shortened."""
+    from ratiotune.core.study import validate_study
+
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"A study is one YAML file.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    study = validate_study(yaml.safe_load(block))
+    smoke = load_study(REPO / "studies" / "smoke.yaml")
+    assert study.race.enabled and study.baseline() == smoke.baseline()
+    assert study.search.space == smoke.search.space and study.search.sampler == smoke.search.sampler

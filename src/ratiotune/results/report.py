@@ -219,7 +219,7 @@ def render_markdown(
     lines.append(f"All {len(trials)} trials: [trials.csv](trials.csv); every epoch of every trial: [curves.csv](curves.csv).")
 
     sections = [
-        ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by best {metric} in colour."),
+        ("curves", "Learning curves", f"Every trial's curve; the top {TOP} by the search's objective in colour."),
         (
             "params",
             "Searched hyperparameters",
