@@ -26,6 +26,19 @@ TRAIN_PROMPTS = ["Tell a joke about dinosaurs:", "Invent a new type of fruit:", 
 EVAL_PROMPTS = ["Describe a village on the back of a whale:", "Tell a joke about penguins:"]
 
 
+# The smallest real race after a 3-trial search: the baseline and 2 challengers on seeds 1-2 (round-0,
+# 6 runs), then 2 configs on seeds 3-4 (confirm, 4 runs); one look, so the seeds tests assert stay fixed.
+SMALL_RACE = {
+    "enabled": True,
+    "top_k": 2,
+    "min_seeds": 2,
+    "max_seeds": 2,
+    "confirm_seeds": 2,
+    "max_share": 0.8,
+    "second_look_seeds": 0,
+}
+
+
 def tiny_study_dict(prompt_dir: Path, **sections) -> dict:
     """A study that trains in about a second per epoch on one core."""
     prompt_dir.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_cli, tiny_study_dict
+from conftest import SMALL_RACE, run_cli, tiny_study_dict
 from test_resume import LOCAL_RAY, kill_group, saved_state, start_cli, wait_for
 
 RETRAIN_EPOCHS = 3  # a run's checkpoint after epoch 1 or 2 leaves it unfinished: the kill's window
@@ -33,15 +33,7 @@ def reference(tmp_path_factory) -> Path:
     study = tiny_study_dict(
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
-        race={
-            "enabled": True,
-            "top_k": 2,
-            "min_seeds": 2,
-            "max_seeds": 2,
-            "confirm_seeds": 2,
-            "max_share": 0.8,
-            "second_look_seeds": 0,
-        },
+        race=SMALL_RACE,
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     done = run_cli("search", str(root / "study.yaml"), "--storage", str(root / "results"), "--name", "exp", env=LOCAL_RAY)

@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO, run_cli, tiny_study_dict
+from conftest import REPO, SMALL_RACE, run_cli, tiny_study_dict
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +32,7 @@ def experiment(tmp_path_factory):
                 "num_generations": {"type": "choice", "values": [2, 4]},
             },
         },
-        race={
-            "enabled": True,
-            "top_k": 2,
-            "min_seeds": 2,
-            "max_seeds": 2,
-            "confirm_seeds": 2,
-            "max_share": 0.8,
-            "second_look_seeds": 0,
-        },
+        race=SMALL_RACE,
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     done = run_cli("search", str(root / "study.yaml"), "--storage", str(root / "results"), "--name", "nb")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from conftest import run_cli
+from conftest import SMALL_RACE, run_cli
 from ratiotune.core.experiment import load_experiment
 
 METRICS = ("train/mean_reward", "train/in_range_fraction", "eval/mean_reward", "eval/in_range_fraction")
@@ -27,15 +27,7 @@ def experiment(tmp_path_factory):
         root / "prompts",
         search={"num_samples": 3, "max_concurrent_trials": 2, "objective_window": 2},
         # One look (second_look_seeds 0): the seeds asserted below stay fixed; test_race.py covers the second look.
-        race={
-            "enabled": True,
-            "top_k": 2,
-            "min_seeds": 2,
-            "max_seeds": 2,
-            "confirm_seeds": 2,
-            "max_share": 0.8,
-            "second_look_seeds": 0,
-        },
+        race=SMALL_RACE,
     )
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     wandb_dir = root / "wandb"
