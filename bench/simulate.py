@@ -322,41 +322,23 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
     """race.py's race with table draws for Ray runs: the same plan, contenders and Race object."""
     from ratiotune.core.intensify import PlanError
     from ratiotune.core.objective import trailing_mean
-    from ratiotune.core.race_protocol import Race, pick_contenders
+    from ratiotune.core.race_setup import race_setup, start_race
+    from ratiotune.core.race_summary import worst_value
 
-    epochs, window, spec = study.train.epochs, study.search.objective_window, study.race
-    baseline = study.baseline()
-    baseline_searched = {n: study.hyperparameters(baseline)[n] for n in study.searched()} if baseline else None
+    epochs, window = study.train.epochs, study.search.objective_window
     clean = sorted(
         (t for t in trials if not t.diverged and math.isfinite(t.objective)),
         key=lambda t: -t.objective if study.search.mode == "max" else t.objective,
     )
-    ranked = [(t.name, t.searched) for t in clean]
-    available = pick_contenders(ranked, baseline_searched, spec.top_k)
-    search_epochs = sum(t.epoch for t in trials)
     try:
-        plan = study.race_plan(search_epochs=search_epochs, available=len(available))
+        setup = race_setup(study, [(t.name, t.config) for t in clean], search_epochs=sum(t.epoch for t in trials))
     except PlanError:
         return {"refused": True}
-    challengers = available[: plan.challengers]
-    runners_up = [
-        n for n in pick_contenders(ranked, baseline_searched, len(challengers) + spec.fallbacks) if n not in challengers
-    ]
     keys = {t.name: t.key for t in clean}
-    names = challengers
-    if baseline:
-        keys["baseline"] = draws.point(study.hyperparameters(baseline))
-        names = ["baseline", *challengers]
-    race = Race(
-        names,
-        runners_up=runners_up,
-        settings=spec,
-        plan=plan,
-        baseline="baseline" if baseline else None,
-        seed=lambda j: j,
-        worst=0.0,
-        mode=study.search.mode,
-    )
+    if setup.baseline is not None:
+        keys[setup.baseline] = draws.point(study.hyperparameters(study.baseline()))
+    # race.py's rules with the table's draws for Ray runs; seeds are draw labels here.
+    race = start_race(study, setup, worst=worst_value(study, study.search.metric), seed=lambda j: j)
     while (stage := race.ask()) is not None:
         for request in stage.requests:
             run = draws.run(keys[request.contender], f"race/{request.contender}/{request.seed}")
@@ -367,7 +349,7 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
                 race.tell(request, None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window))
     result = race.result()
     result["keys"] = keys
-    result["plan"] = plan
+    result["plan"] = setup.plan
     return result
 
 

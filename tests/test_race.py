@@ -197,8 +197,9 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
         study,
         [trial("trial_base", 1e-3, [0.1, 0.2]), trial("trial_a", 3e-3, [0.3, 0.5]), trial("trial_b", 5e-3, [0.05])],
     )
-    fitted, challengers = plan_race(experiment)
-    assert [c.name for c in challengers] == ["trial_a"]  # the best challenger; the baseline is the incumbent
+    setup, _ = plan_race(experiment)
+    fitted = setup.plan
+    assert list(setup.challengers) == ["trial_a"]  # the best challenger; the baseline is the incumbent
     assert "the search spent 5" in fitted.fitted
     assert fitted.share == pytest.approx(fitted.runs * 2 / (fitted.runs * 2 + 5))
 

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult, load_experiment
-from ratiotune.core.intensify import RacePlan
-from ratiotune.core.race_protocol import Race, pick_contenders
+from ratiotune.core.race_setup import RaceSetup, race_setup, start_race
 from ratiotune.core.race_summary import (
     BASELINE,
     CONTENDER_KEY,
@@ -43,23 +42,6 @@ from ratiotune.search.race_text import label, stage_line, summary_markdown
 from ratiotune.search.seed_grid import run_seed_grid
 
 # --------------------------------------------------------------------------- planning
-
-
-def ranked_challengers(experiment: Experiment, top_k: int | None = None) -> list[Contender]:
-    """The search's top_k challengers by objective (trials that ran cleanly), best first; distinct
-    configs only, the baseline's left out (it races as the incumbent)."""
-    study = experiment.study
-    metric, window = study.search.metric, study.search.objective_window
-    top_k = study.race.top_k if top_k is None else top_k
-    baseline = study.baseline()
-    clean = [t for t in experiment.ranked() if t.status(study.train.epochs) not in (ERRORED, INFEASIBLE)]
-    names = pick_contenders(
-        [(t.name, searched_values(study, t.config)) for t in clean],
-        searched_values(study, baseline) if baseline is not None else None,
-        top_k,
-    )
-    by_name = {t.name: t for t in clean}
-    return [Contender(n, searched_values(study, by_name[n].config), by_name[n].score(metric, window)) for n in names]
 
 
 def fresh_seeds(study: Study, start: int, count: int) -> list[int]:
@@ -83,18 +65,25 @@ def run_round(study: Study, folder: Path, runs: list[dict[str, Any]], contenders
     return load_experiment(folder)
 
 
-def plan_race(experiment: Experiment, explicit: frozenset[str] = frozenset()) -> tuple[RacePlan, list[Contender]]:
-    """The race fitted to what the search really spent, and its challengers.
+def plan_race(experiment: Experiment, explicit: frozenset[str] = frozenset()) -> tuple[RaceSetup, list[Contender]]:
+    """The race fitted to what the search really spent (core/race_setup.py), and the search's
+    challengers then runners-up as contenders, best first.
 
     After the search nothing is refused (the search's compute would be wasted): numbers set in
     the study were checked at load against the search's most (num_samples x epochs); if ASHA
     spent less, the race is fitted all the same and its line says so.
     """
     study = experiment.study
-    available = ranked_challengers(experiment, top_k=study.race.top_k)
+    metric, window = study.search.metric, study.search.objective_window
+    clean = [t for t in experiment.ranked() if t.status(study.train.epochs) not in (ERRORED, INFEASIBLE)]
     spent = sum(t.epochs for t in experiment.trials)
-    plan = study.race_plan(search_epochs=spent, available=len(available), explicit=explicit)
-    return plan, available[: plan.challengers]
+    setup = race_setup(study, [(t.name, t.config) for t in clean], search_epochs=spent, explicit=explicit)
+    by_name = {t.name: t for t in clean}
+    searched = [
+        Contender(n, searched_values(study, by_name[n].config), by_name[n].score(metric, window))
+        for n in (*setup.challengers, *setup.runners_up)
+    ]
+    return setup, searched
 
 
 def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
@@ -108,8 +97,9 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     done = load_summary(experiment.directory)
     if done is not None:
         return done
-    plan, challengers = plan_race(experiment)
-    if not challengers:
+    setup, searched = plan_race(experiment)
+    plan = setup.plan
+    if not setup.challengers:
         raise RaceError(f"{experiment.directory}: no trial ran cleanly and reported {study.search.metric}; nothing to race")
     log(plan.line())
     if plan.fitted:
@@ -117,25 +107,11 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
     baseline_values = study.baseline()
     # The contenders (an index into this list is CONTENDER_KEY): the baseline, the challengers, then
     # the search's next configs that a fallback may confirm in a refused winner's place.
-    runners_up = [
-        c
-        for c in ranked_challengers(experiment, top_k=len(challengers) + study.race.fallbacks)
-        if c.name not in {x.name for x in challengers}
-    ]
     baseline = [] if baseline_values is None else [Contender(BASELINE, searched_values(study, baseline_values), None)]
-    contenders = [*baseline, *challengers, *runners_up]
+    contenders = [*baseline, *searched]
     names = [c.name for c in contenders]
     worst = worst_value(study, study.search.metric, experiment.trials)
-    protocol = Race(
-        [c.name for c in contenders[: len(contenders) - len(runners_up)]],
-        runners_up=[c.name for c in runners_up],
-        settings=study.race,
-        plan=plan,
-        baseline=BASELINE if baseline_values is not None else None,
-        seed=lambda j: fresh_seeds(study, j, 1)[0],
-        worst=worst,
-        mode=study.search.mode,
-    )
+    protocol = start_race(study, setup, worst=worst, seed=lambda j: fresh_seeds(study, j, 1)[0])
     test_pairs = study.race.test_samples_factor * study.task.eval_samples_per_prompt
     selection_runs: list[TrialResult] = []
     confirmation: list[TrialResult] = []
