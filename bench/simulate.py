@@ -4,7 +4,7 @@
     python bench/simulate.py --studies 600 --error-rates    # the race's error rates against its stated level
     python bench/simulate.py --studies 20 --designs shipped,random --table bench/table/smoke_table.csv
 
-bench/smoke_table.py trained every config of a grid over smoke's space on many seeds and kept
+bench/table.py trained every config of a grid over smoke's space on many seeds and kept
 each run's eval curve (the search's signal), its final test figure (what `best` reports) and
 its seconds. A simulated study runs the shipping code against that table instead of training:
 

@@ -13,13 +13,18 @@ rule) or diverged, and its seconds.
 
 The grid: learning_rate at --lrs log-spaced points over the space's range, every value of each
 other choice parameter, the product. reward_scale is held at its default under advantage
-normalization (it cancels to the bit there: tests/test_smoke_table.py), so it has no axis.
+normalization (it cancels to the bit there: tests/test_table.py), so it has no axis.
 
 Resumable: every finished run is appended to <name>_runs.jsonl at once; a rerun skips those
 (`--write-only` writes the CSV and .json from the runs so far, training nothing).
 Runs go seed-major, so a table cut short is balanced. --workers processes, one torch thread each
 (as a Ray trial with resources.cpu 1 trains). Writes <name>_table.csv and <name>_table.json
 (command, study, code version, grid, seeds per learning rate, wall time) under bench/table/.
+
+The smoke table's runs (smoke_runs.jsonl) were trained by bench/smoke_table.py, this script's
+smoke-only twin since removed; they were converted once to this format (each record's
+`converted_from` says how; collapsed by race_summary.ended_collapsed, as here) and keep that
+script's per-run mean rewards (eval_mean_reward, test_mean_reward) beside.
 """
 
 from __future__ import annotations
@@ -211,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             if Path(args.study).resolve().is_relative_to(REPO)
             else str(args.study),
             "metric": study.search.metric,
-            "code_version": version,
+            # The commit the runs trained with: a rewrite that trains nothing keeps the one recorded.
+            "code_version": version if jobs else meta.get("code_version", version),
             "grid": {
                 "learning_rate": lrs,
                 **{a: sorted({c[a] for c in configs}) for a in SEARCHED_AXES},

@@ -1,4 +1,5 @@
-"""The tabulated benchmark is real: a row of bench/table/smoke_table.csv is what training gives.
+"""The tabulated benchmark is real: bench/table/smoke_table.csv is what bench/table.py writes from its
+runs, and a row of it is what training gives.
 
 The simulator (bench/simulate.py) chooses the shipped search design by replaying studies
 against this table, so the table must be what `trainable.Trial` produces today: one of its
@@ -11,28 +12,38 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "studies" / "smoke.yaml"
 TABLE = REPO / "bench" / "table" / "smoke_table.csv"
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("smoke_table", REPO / "bench" / "smoke_table.py")
+    spec = importlib.util.spec_from_file_location("table", REPO / "bench" / "table.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["smoke_table"] = module
+    sys.modules["table"] = module
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_runs_give_the_committed_table(tmp_path):
+    """`bench/table.py studies/smoke.yaml --write-only` from the committed runs rewrites the committed CSV to the byte."""
+    bench = load_bench()
+    shutil.copy(TABLE.with_name("smoke_runs.jsonl"), tmp_path / "smoke_runs.jsonl")
+    assert bench.main([str(SMOKE), "--write-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "smoke_table.csv").read_bytes() == TABLE.read_bytes()
 
 
 def test_table_covers_the_grid():
     bench = load_bench()
     rows = list(csv.DictReader(TABLE.open()))
     configs = {(float(r["learning_rate"]), int(r["num_generations"]), int(r["max_new_tokens"])) for r in rows}
-    grid = {(c["learning_rate"], c["num_generations"], c["max_new_tokens"]) for c in bench.grid(10)}
+    grid = {(c["learning_rate"], c["num_generations"], c["max_new_tokens"]) for c in bench.grid(SMOKE, 10)}
     assert configs == grid
     seeds = {}
     for r in rows:
@@ -42,7 +53,7 @@ def test_table_covers_the_grid():
 
 @pytest.mark.parametrize("lr", ["0.00144"])
 def test_a_row_reproduces(lr):
-    """The cheapest config that learns (2 generations, 16 tokens) retrained on seed 1: same curve, same test figure."""
+    """The cheapest config that learns (2 generations, 16 tokens) retrained on seed 1: same curve, test figure and collapse."""
     bench = load_bench()
     row = next(
         r
@@ -54,12 +65,12 @@ def test_a_row_reproduces(lr):
 
     threads = torch.get_num_threads()
     try:
-        run = bench.run_one((config, 1))  # sets one torch thread, as the table's workers had
+        run = bench.run_one((str(SMOKE), config, 1))  # sets one torch thread, as the table's workers had
     finally:
         torch.set_num_threads(threads)
-    epochs = len(run["eval_in_range"])
-    assert [f"{v:.4f}" for v in run["eval_in_range"]] == [row[f"e{i}"] for i in range(1, epochs + 1)]
-    assert f"{run['test_in_range']:.4f}" == row["test_in_range"]
+    epochs = len(run["curve"])
+    assert [f"{v:.4f}" for v in run["curve"]] == [row[f"e{i}"] for i in range(1, epochs + 1)]
+    assert f"{run['test']:.4f}" == row["test_value"] and str(int(run["collapsed"])) == row["collapsed"]
 
 
 def curves(study, scale: float) -> list[dict[str, float]]:
@@ -78,7 +89,7 @@ def curves(study, scale: float) -> list[dict[str, float]]:
 def test_reward_scale_changes_nothing_under_advantage_normalization(tmp_path):
     from ratiotune.core.study import read_prompts
 
-    study = load_bench().smoke_study()  # the table's study: smoke.yaml's task and training
+    study = load_bench().load(SMOKE)  # the table's study: smoke.yaml's task and training
     assert study.train.advantage_normalization
     # Smaller only where the scale plays no part: 4 training prompts, 1 eval pair per prompt.
     prompts = tmp_path / "train.txt"
