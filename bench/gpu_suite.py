@@ -5,11 +5,10 @@
 
 Built for a short, bare, offline GPU window: torch 2.11 + transformers 5.17 as preinstalled
 there, no Ray, optuna or wandb; pydantic, datasets and comlrl come as wheels (bench/gpu_wheels.sh).
-Each section runs in its own subprocess (clean memory peaks, a crash or a device-side assert
-poisons nothing after it) under what is left of `--deadline`; a section that will not fit is
-skipped. Each section's figures are appended to `--out` as one JSON line and printed as a
-table row the moment it finishes, so a run killed half-way keeps every finished section.
-A section killed at its deadline reports what it had measured so far ("partial").
+Each section runs in its own subprocess under what is left of `--deadline`, its figures streamed
+to `--out` as it ends (bench/gpu_common.py: the flags, environment and deadline this suite and
+bench/gpu_window.py share). A section killed at its deadline reports what it had measured so far
+("partial"): this file holds what runs in a section's process (child, Partial) and the sections.
 
 Sections, in this order (builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions with
 random weights, float32 master weights, bf16 autocast as the seed study qwen2.5-0.5b.yaml runs):
@@ -35,9 +34,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +43,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+sys.path[:0] = [str(BENCH)]
+
+import gpu_common  # noqa: E402  (bench/: the parent's flags, environment and deadline, shared with gpu_window.py)
 
 FULL = {"model": "builtin:qwen2.5-0.5b-shape", "generations": 8, "tokens": 128, "epoch_prompts": 2,
         "study_prompts": 32, "eval_samples": 4, "repeats": 3, "step_calls": 6, "lr": 1e-4,
@@ -528,28 +528,7 @@ def f(value, spec=".2f") -> str:
 
 def describe(row: dict) -> str:
     """One markdown table row for a section's JSON line."""
-    return table_row(row, section_text)
-
-
-def table_row(row: dict, section_text) -> str:
-    """The table row of a section's JSON line, for this suite and bench/gpu_window.py alike: a skipped or
-    failed section, or one whose figures do not fit its words, still reads as a row (its figures as JSON).
-    section_text(name, row) words a finished section, or returns None for one it does not know."""
-    name = row["section"]
-    lead = f"| {name} | {row.get('seconds', 0):.0f} s | "
-    if "skipped" in row:
-        return lead + f"skipped: {row['skipped']} |"
-    prefix = f"FAILED ({row['error']}); so far: " if "error" in row else ""
-    figures = {k: v for k, v in row.items() if k not in ("section", "seconds", "error", "done")}
-    text = None
-    try:
-        if "error" not in row:
-            text = section_text(name, row)
-    except (KeyError, TypeError, ValueError, IndexError):
-        pass
-    if text is None:
-        text = json.dumps(figures, default=str)[:400]
-    return lead + prefix + text + " |"
+    return gpu_common.table_row(row, section_text)
 
 
 def section_text(name: str, row: dict) -> str | None:
@@ -594,48 +573,10 @@ def section_text(name: str, row: dict) -> str | None:
     return None
 
 
-def run_section(name: str, sizes: dict, device: str, budget: float, env: dict, script: Path | None = None) -> dict:
-    """`name` in a subprocess of `script` (default this suite), killed after `budget` seconds; its
-    figures, partial ones on a failure."""
-    with tempfile.TemporaryDirectory(prefix=f"gpu-suite-{name}-") as tmp:
-        partial = Path(tmp) / "partial.json"
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            [sys.executable, str(script or Path(__file__).resolve()), "--section", name, "--sizes", json.dumps(sizes),
-             "--device", device, "--partial", str(partial), "--of", str(env["GPU_SUITE_OUT"])],
-            env=env, process_group=0, stdout=sys.stderr, stderr=sys.stderr,  # its own group (not session): killed as one
-        )  # fmt: skip
-        try:
-            code = process.wait(timeout=max(1.0, budget))
-            error = None if code == 0 else f"exit {code}" + (f" (signal {-code})" if code < 0 else "")
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            error = f"killed at its deadline ({budget:.0f} s)"
-        seconds = time.perf_counter() - start
-        try:
-            figures = json.loads(partial.read_text())
-        except (OSError, ValueError):
-            figures = {}
-    if error and "error" not in figures:
-        figures["error"] = error
-    return {"section": name, "seconds": seconds, **figures}
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="builtin:tiny on CPU: checks the suite, says nothing about GPUs")
-    parser.add_argument("--deadline", type=float, default=480, help="seconds for the whole suite (default 480)")
-    parser.add_argument("--out", default="gpu_suite.jsonl", help="JSON lines, one per section, appended as each ends")
-    parser.add_argument("--only", default="", help=f"comma-separated sections to run ({','.join(ORDER)})")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip")
-    parser.add_argument("--need", default="", help="NAME=SECONDS,...: override the seconds a section needs to be started")
-    parser.add_argument("--section", help=argparse.SUPPRESS)  # internal: run one section in this process
-    parser.add_argument("--sizes", help=argparse.SUPPRESS)
-    parser.add_argument("--device", help=argparse.SUPPRESS)
-    parser.add_argument("--partial", help=argparse.SUPPRESS)
-    parser.add_argument("--of", help=argparse.SUPPRESS)  # the suite's --out: names a section's process in ps
-    args = parser.parse_args()
+    args = gpu_common.parse_args(
+        __doc__.splitlines()[0], ORDER, deadline=480, out="gpu_suite.jsonl", dry_run="builtin:tiny on CPU"
+    )
     if args.section:
         sys.exit(child(args.section, json.loads(args.sizes), args.device, Path(args.partial)))
 
@@ -648,48 +589,17 @@ def main() -> None:
     device = "cpu" if args.dry_run else "cuda:0"
     gpus = 0 if args.dry_run else torch.cuda.device_count()
     ray = importlib.util.find_spec("ray") is not None
-    only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))
-    needs = {k: float(v) for k, v in (item.split("=") for item in filter(None, args.need.split(",")))}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    cache = Path(tempfile.mkdtemp(prefix="gpu-suite-inductor-"))
-    # One inductor cache for all sections: a graph compiled in one process loads from disk in the next.
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GPU_SUITE_OUT"] = str(out.resolve())
-    if args.dry_run:  # one thread per process: the dry run is for shared, busy CPUs
-        env.setdefault("OMP_NUM_THREADS", "1")
 
-    def emit(row: dict) -> None:
-        with out.open("a") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        print(describe(row) if row["section"] != "suite" else f"suite: {json.dumps(row, default=str)}", flush=True)
-
-    emit({"section": "suite", "dry_run": args.dry_run, "deadline_s": args.deadline, "sizes": sizes, "ray": ray,
-          "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})  # fmt: skip
-    print("| section | seconds | figures |\n|---|---|---|", flush=True)
-    for name in ORDER:
-        if (only and name not in only) or name in skip:
-            continue
+    def why_skip(name: str) -> str | None:
         if name in ("packing", "two_gpus") and not ray:
-            emit({"section": name, "skipped": "Ray is not installed here"})
-            continue
+            return "Ray is not installed here"
         if name == "two_gpus" and not args.dry_run and gpus < 2:
-            emit({"section": name, "skipped": f"{gpus} GPU(s)"})
-            continue
-        left = args.deadline - (time.monotonic() - began)
-        need = needs.get(name, NEED[name][1 if args.dry_run else 0])
-        if left < min(need, 0.5 * need + 20):
-            emit({"section": name, "skipped": f"needs ~{need:.0f} s, {left:.0f} s left of --deadline {args.deadline:g}"})
-            continue
-        # On a GPU a section also stops at twice what it is expected to need: one slow compile
-        # cannot take the later sections' time (the dry run's timings are the host's load).
-        budget = left - 2 if args.dry_run else min(left - 2, 2 * need)
-        emit(run_section(name, sizes, device, budget, env))
-    emit({"section": "suite", "total_s": time.monotonic() - began, "out": str(out)})
+            return f"{gpus} GPU(s)"
+        return None
+
+    env = gpu_common.section_env(Path(args.out), args.dry_run, "gpu-suite")
+    gpu_common.run_sections(Path(__file__).resolve(), "suite", args, NEED, sizes, device, env, describe, began,
+                            header={"ray": ray}, why_skip=why_skip)  # fmt: skip
 
 
 if __name__ == "__main__":

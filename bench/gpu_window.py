@@ -3,11 +3,12 @@
     python bench/gpu_window.py --deadline 450 --out $OUT/gpu_window.jsonl   # a GPU node: <= 8 min on one H200
     python bench/gpu_window.py --dry-run --out /tmp/window.jsonl            # anywhere: tiny shapes on CPU
 
-Same machinery as bench/gpu_suite.py (its run_section, child, Partial, emit): each section in its
-own subprocess under what is left of `--deadline`, skipped when it will not fit, killed at its
-deadline with what it had measured; one JSON line per section appended to `--out` (flushed and
-fsynced) and one table row printed as each finishes. Needs the wheels of bench/gpu_wheels.sh (Ray,
-optuna, comlrl, ...) on PYTHONPATH, with bench/stand_ins (wandb) after them.
+Same machinery as bench/gpu_suite.py (bench/gpu_common.py's flags, environment and deadline; the
+suite's child and Partial): each section in its own subprocess under what is left of `--deadline`,
+skipped when it will not fit, killed at its deadline with what it had measured; one JSON line per
+section appended to `--out` (flushed and fsynced) and one table row printed as each finishes.
+Needs the wheels of bench/gpu_wheels.sh (Ray, optuna, comlrl, ...) on PYTHONPATH, with
+bench/stand_ins (wandb) after them.
 
 Sections, in the issue's order (builtin:qwen2.5-0.5b-shape: the real Qwen2.5-0.5B dimensions with
 random weights; float32 masters, bf16 autocast; 8 generations x 128 tokens unless said):
@@ -54,7 +55,8 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(BENCH)]
 
-import gpu_suite  # noqa: E402  (bench/: the suite's machinery and probes)
+import gpu_common  # noqa: E402  (bench/: the parent's flags, environment and deadline, shared with gpu_suite.py)
+import gpu_suite  # noqa: E402  (bench/: the suite's section-process machinery and probes)
 from gpu_suite import Partial, compile_counters, counting_cudagraph_records, f, sync  # noqa: E402
 
 FULL = {"model": "builtin:qwen2.5-0.5b-shape", "generations": 8, "tokens": 128, "epoch_prompts": 1,
@@ -478,8 +480,8 @@ SECTIONS = {"env": section_env, "two_agents": section_two_agents, "packing": sec
 
 
 def describe(row: dict) -> str:
-    """One markdown table row for a section's JSON line (gpu_suite.table_row, with this window's words)."""
-    return gpu_suite.table_row(row, section_text)
+    """One markdown table row for a section's JSON line (gpu_common.table_row, with this window's words)."""
+    return gpu_common.table_row(row, section_text)
 
 
 def section_text(name: str, row: dict) -> str | None:
@@ -539,19 +541,9 @@ def section_text(name: str, row: dict) -> str | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="tiny shapes on CPU: checks the window, says nothing about GPUs")
-    parser.add_argument("--deadline", type=float, default=450, help="seconds for the whole window (default 450)")
-    parser.add_argument("--out", default="gpu_window.jsonl", help="JSON lines, one per section, appended as each ends")
-    parser.add_argument("--only", default="", help=f"comma-separated sections to run ({','.join(ORDER)})")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip")
-    parser.add_argument("--need", default="", help="NAME=SECONDS,...: override the seconds a section needs to be started")
-    parser.add_argument("--section", help=argparse.SUPPRESS)  # internal: run one section in this process
-    parser.add_argument("--sizes", help=argparse.SUPPRESS)
-    parser.add_argument("--device", help=argparse.SUPPRESS)
-    parser.add_argument("--partial", help=argparse.SUPPRESS)
-    parser.add_argument("--of", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = gpu_common.parse_args(
+        __doc__.splitlines()[0], ORDER, deadline=450, out="gpu_window.jsonl", dry_run="tiny shapes on CPU"
+    )
     if args.section:
         sys.exit(gpu_suite.child(args.section, json.loads(args.sizes), args.device, Path(args.partial), SECTIONS))
 
@@ -567,40 +559,11 @@ def main() -> None:
             "install them into a --target folder on PYTHONPATH)"
         )
     device = "cpu" if args.dry_run else "cuda:0"
-    only, skip = set(filter(None, args.only.split(","))), set(filter(None, args.skip.split(",")))
-    needs = {k: float(v) for k, v in (item.split("=") for item in filter(None, args.need.split(",")))}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gpu-window-inductor-"))
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GPU_SUITE_OUT"] = str(out.resolve())
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO / "src"), str(BENCH / "stand_ins")])
-    if args.dry_run:
-        env.setdefault("OMP_NUM_THREADS", "1")
-
-    def emit(row: dict) -> None:
-        with out.open("a") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        print(describe(row) if row["section"] != "window" else f"window: {json.dumps(row, default=str)}", flush=True)
-
-    emit({"section": "window", "dry_run": args.dry_run, "deadline_s": args.deadline, "sizes": sizes,
-          "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})  # fmt: skip
-    print("| section | seconds | figures |\n|---|---|---|", flush=True)
-    for name in ORDER:
-        if (only and name not in only) or name in skip:
-            continue
-        left = args.deadline - (time.monotonic() - began)
-        need = needs.get(name, NEED[name][1 if args.dry_run else 0])
-        if left < min(need, 0.5 * need + 20):
-            emit({"section": name, "skipped": f"needs ~{need:.0f} s, {left:.0f} s left of --deadline {args.deadline:g}"})
-            continue
-        budget = left - 2 if args.dry_run else min(left - 2, 2 * need)
-        emit(gpu_suite.run_section(name, sizes, device, budget, env, script=Path(__file__).resolve()))
-    emit({"section": "window", "total_s": time.monotonic() - began, "out": str(out)})
+    # Ray's trial processes and `ratiotune search` import ratiotune, and wandb's stand-in, from PYTHONPATH.
+    env = gpu_common.section_env(
+        Path(args.out), args.dry_run, "gpu-window", pythonpath=(str(REPO / "src"), str(BENCH / "stand_ins"))
+    )
+    gpu_common.run_sections(Path(__file__).resolve(), "window", args, NEED, sizes, device, env, describe, began)
 
 
 if __name__ == "__main__":
