@@ -2,7 +2,8 @@
 
 Every user error (bad study, bad folder, a model that cannot be had) is a StudyError:
 printed as one message, exit status 2, no traceback. A study that ran but produced
-nothing (every trial errored, or none reported the metric) exits 1.
+nothing (every trial errored, or none reported the metric) exits 1, an interrupted one 130
+(search/study_run.py's RunStopped).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from ratiotune.core.experiment import load_experiment
 from ratiotune.core.study import StudyError, check_launch, check_race_budget, load_study
 from ratiotune.core.wandb_settings import WandbSettings
+from ratiotune.search.study_run import RunStopped
 from ratiotune.tasks import TaskError
 
 EXIT_USAGE = 2  # a StudyError (search/study_run.py: EXIT_NO_RESULT, a study that ran but produced nothing)
@@ -26,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = sys.argv[1:] if argv is None else list(argv)  # for provenance.json
     try:
         return args.func(args)
+    except RunStopped as exc:  # started, then interrupted or left without a result: its own line and exit status
+        print(exc.line, file=sys.stderr)
+        return exc.exit_code
     except StudyError as exc:
         print(f"ratiotune: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -267,18 +272,20 @@ def cmd_search(args: argparse.Namespace) -> int:
     from ratiotune.results.tables import print_summary
     from ratiotune.search import study_run
 
-    return study_run.search(
+    # The code path ratiotune.search(...) takes too (results/python_api.py); --name and --optuna-storage are overrides.
+    overrides = list(args.overrides) + ([f"name={args.name}"] if args.name else [])
+    overrides += [f"search.optuna_storage={args.optuna_storage}"] if args.optuna_storage else []
+    study_run.search(
         args.study,
-        overrides=args.overrides,
+        overrides=overrides,
         storage_root=args.storage,
-        name=args.name,
-        optuna_storage=args.optuna_storage,
         address=args.address,
         verbose=args.verbose,
         wandb=wandb_settings(args),
         argv=args.argv,
         summarize=print_summary,
     )
+    return 0
 
 
 def wandb_settings(args: argparse.Namespace) -> WandbSettings | None:

@@ -1,10 +1,12 @@
-"""The commands that run trials (search, resume, retrain): start Ray, run, print, return the exit status.
+"""The commands that run trials (search, resume, retrain): start Ray, run, print; raise when there is no result.
 
-A study that ran but produced nothing (every trial errored, or none reported the metric) returns
-EXIT_NO_RESULT; an interruption returns resume.EXIT_INTERRUPTED after the one-line resume hint. User
-errors are StudyErrors, which the command line prints as one line. The trial table printed after a
-search is the results layer's (results/tables.py): the command line passes it in as `summarize`, since
-search sits below results.
+`search` is the one code path behind both `ratiotune search` and `ratiotune.search(...)` (results/python_api.py).
+A run that started but ended without its result (interrupted, every trial errored or none reported the
+metric, a failed race) raises RunStopped, a StudyError: the command line prints its line and exits with
+its code (resume.EXIT_INTERRUPTED after the one-line resume hint; EXIT_NO_RESULT), the Python API raises
+it. User errors are StudyErrors, which the command line prints as one line. The trial table printed after
+a search is the results layer's (results/tables.py): the caller passes it in as `summarize`, since search
+sits below results.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Callable, Optional
 from ratiotune.core import provenance
 from ratiotune.core.experiment import ERRORED, STUDY_FILE, TASK_ERROR, Experiment, is_experiment, load_experiment
 from ratiotune.core.study import Study, StudyError, check_launch, check_race_budget, load_study, study_files
+from ratiotune.core.study.loading import override_study
 from ratiotune.core.wandb_settings import WandbSettings
 
 EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported the metric
@@ -26,23 +29,49 @@ EXIT_NO_RESULT = 1  # the study ran, but every trial errored or none reported th
 Summarize = Callable[[Experiment], Optional[str]]
 
 
+class RunStopped(StudyError):
+    """A run that started and ended without its result. `line` is what the command line prints on
+    stderr, `exit_code` its exit status; from Python it is the StudyError it is (str(exc) says why)."""
+
+    def __init__(self, message: str, *, line: str, exit_code: int):
+        super().__init__(message)
+        self.line = line
+        self.exit_code = exit_code
+
+
+def interrupted(folder) -> RunStopped:
+    """Ctrl-C or SIGTERM: everything is saved, `ratiotune resume FOLDER` continues it."""
+    from ratiotune.search import resume as resuming
+
+    hint = resuming.interrupted_hint(folder)
+    return RunStopped(hint.removeprefix("ratiotune: "), line=hint, exit_code=resuming.EXIT_INTERRUPTED)
+
+
+def resolve_study(study: Study | str | Path, overrides: list[str] | tuple[str, ...]) -> tuple[Study, str]:
+    """(the Study with the `--set`-style overrides applied and validated, what the header calls its source)."""
+    if isinstance(study, Study):
+        return override_study(study, overrides), "a Study object"
+    return load_study(study, overrides), str(study)
+
+
 def search(
-    study_file: str,
+    study: Study | str | Path,
     *,
-    overrides: list[str],
-    storage_root: str,
-    name: str | None,
-    optuna_storage: str | None,
-    address: str | None,
-    verbose: bool,
-    wandb: WandbSettings | None,
+    overrides: list[str] | tuple[str, ...] = (),
+    storage_root: str | Path = "results",
+    address: str | None = None,
+    verbose: bool = False,
+    wandb: WandbSettings | None = None,
     argv: list[str],
     summarize: Summarize,
-) -> int:
-    """`ratiotune search`: check the study, start Ray, probe the task, run the search, then the race."""
-    overrides = list(overrides) + ([f"name={name}"] if name else [])
-    overrides += [f"search.optuna_storage={optuna_storage}"] if optuna_storage else []
-    study = check_launch(load_study(study_file, overrides))
+) -> Path | str:
+    """Check the study, start Ray (or use the one running), probe the task, run the search, then the race.
+
+    `study` is a study file or a validated Study; `overrides` are `--set` strings (name=..., train.epochs=2).
+    Returns the experiment folder (a URI under remote storage); raises StudyError, RunStopped included.
+    """
+    study, study_file = resolve_study(study, overrides)
+    check_launch(study)
     check_race_budget(study)
     from ratiotune.training import memory
     from ratiotune.search import optuna_study, launch
@@ -93,7 +122,8 @@ def search(
     if not storage.is_uri(experiment_dir):
         experiment_dir = Path(experiment_dir)
         provenance.write(experiment_dir, argv)
-    return run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir, summarize)
+    run_to_end(launch.build_tuner(study, experiment_dir, wandb), study, experiment_dir, summarize)
+    return experiment_dir
 
 
 def rerun_hint(experiment_dir) -> str:
@@ -159,7 +189,8 @@ def resume(
         start_ray(address, log_file)
         launch.check_resources(study, launch.largest_node_gpus())
         provenance.append_resume(experiment_dir, argv)
-        return run_race(experiment)
+        run_race(experiment)
+        return 0
     # The prompts come from the experiment's own prompts/ folder, the model from study.yaml.
     check_launch(study)
     log_file = ray_log_file(experiment_dir, verbose)
@@ -169,19 +200,19 @@ def resume(
     launch.check_resources(study, launch.largest_node_gpus())
     provenance.append_resume(experiment_dir, argv)
     tuner = resuming.restore_tuner(study, experiment_dir, retry_errored=not skip_errored)
-    return run_to_end(tuner, study, experiment_dir, summarize)
+    run_to_end(tuner, study, experiment_dir, summarize)
+    return 0
 
 
-def run_to_end(tuner, study: Study, experiment_dir, summarize: Summarize) -> int:
-    """Fit, then race the top configs; on an interruption print the one-line resume hint and exit
-    non-zero; exit EXIT_NO_RESULT when every trial errored or none reported the metric."""
+def run_to_end(tuner, study: Study, experiment_dir, summarize: Summarize) -> None:
+    """Fit, then race the top configs. Raises RunStopped on an interruption (the resume hint) and when
+    every trial errored or none reported the metric (EXIT_NO_RESULT)."""
     from ratiotune.search import resume as resuming
     from ratiotune.core import storage
 
     finished, grid = resuming.fit_interruptibly(tuner, study, experiment_dir)
     if not finished:
-        print(resuming.interrupted_hint(experiment_dir), file=sys.stderr)
-        return resuming.EXIT_INTERRUPTED
+        raise interrupted(experiment_dir)
     if storage.is_uri(experiment_dir):
         failure = print_remote_summary(experiment_dir, grid, study)
         if failure is None and study.race_skipped() is None:
@@ -193,15 +224,14 @@ def run_to_end(tuner, study: Study, experiment_dir, summarize: Summarize) -> int
         experiment = load_experiment(experiment_dir)
         failure = summarize(experiment)
     if failure is not None:
-        print(f"ratiotune: error: {failure}", file=sys.stderr)
-        return EXIT_NO_RESULT
-    if storage.is_uri(experiment_dir):
-        return 0
-    return run_race(experiment)
+        raise RunStopped(failure, line=f"ratiotune: error: {failure}", exit_code=EXIT_NO_RESULT)
+    if not storage.is_uri(experiment_dir):
+        run_race(experiment)
 
 
-def run_race(experiment: Experiment) -> int:
-    """The confirmation race after a finished search (race.py); prints the honest figure."""
+def run_race(experiment: Experiment) -> None:
+    """The confirmation race after a finished search (race.py); prints the honest figure.
+    Raises RunStopped on an interruption or a RaceError (exit status 1)."""
     from ratiotune.core import race_summary
     from ratiotune.search import race, race_text, resume as resuming
     from ratiotune.search.seed_grid import StageInterrupted
@@ -209,17 +239,15 @@ def run_race(experiment: Experiment) -> int:
     skipped = experiment.study.race_skipped()
     if skipped is not None:
         print(f"race: none ({skipped}); the figures above are selection figures and optimistic")
-        return 0
+        return
     print("\nrace: the top configs against the baseline on paired fresh seeds, then the gate", flush=True)
     try:
         with resuming.sigterm_as_sigint():
             summary = race.race(experiment)
     except StageInterrupted:
-        print(resuming.interrupted_hint(experiment.directory), file=sys.stderr)
-        return resuming.EXIT_INTERRUPTED
+        raise interrupted(experiment.directory) from None
     except race.RaceError as exc:
-        print(f"ratiotune: race: {exc}", file=sys.stderr)
-        return 1
+        raise RunStopped(f"race: {exc}", line=f"ratiotune: race: {exc}", exit_code=1) from None
     # The verdict only: `best` prints its figures (printed here too, a demo showed them twice in a row).
     print(f"\n  {race_text.verdict(summary)}")
     from ratiotune.search.optuna_study import record_race
@@ -230,7 +258,6 @@ def run_race(experiment: Experiment) -> int:
         print(f"ratiotune: note: the race's winner is not in the Optuna study: {exc}", file=sys.stderr)
     print(f"race details: {race_summary.race_dir(experiment.directory) / 'summary.md'}")
     print(f"its figures, the recommended config as study values, and its agents: ratiotune best {experiment.directory}")
-    return 0
 
 
 def retrain(experiment_path: str, *, address: str | None, verbose: bool, **plan_options) -> int:
@@ -275,8 +302,7 @@ def run_retrain(plan, *, address: str | None, verbose: bool) -> int:
         with resuming.sigterm_as_sigint():
             retraining.retrain(plan)
     except StageInterrupted:
-        print(resuming.interrupted_hint(plan.output), file=sys.stderr)
-        return resuming.EXIT_INTERRUPTED
+        raise interrupted(plan.output) from None
     print()
     print((plan.output / "summary.md").read_text(), end="")
     print(f"final agents: {plan.output / 'final'}")
@@ -288,6 +314,8 @@ def start_ray(address: str | None = None, log_file: Path | None = None) -> None:
 
     Shared by every command that runs trials (search, resume, retrain). Ray's own log goes to
     log_file (progress.quiet_ray_logging), or to the terminal when it is None (--verbose).
+    A Ray this process already runs is used as it is, as Tune's fit() does: a notebook's second
+    `ratiotune.search`, or one the caller started with ray.init (its logging stays as it was set).
     A head started with `ray start --head` uses token authentication: joining it needs
     RAY_AUTH_MODE=token in the environment (the token is read from ~/.ray/auth_token or RAY_AUTH_TOKEN).
     """
@@ -296,6 +324,8 @@ def start_ray(address: str | None = None, log_file: Path | None = None) -> None:
     from ratiotune.search.progress import quiet_ray_logging
 
     logging_kwargs = quiet_ray_logging(log_file)
+    if ray.is_initialized():
+        return
     if address is None:
         # "local": a fresh Ray of our own, never a cluster that happens to run on this machine.
         ray.init(address="local", include_dashboard=False, configure_logging=True, **logging_kwargs)

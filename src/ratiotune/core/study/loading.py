@@ -1,4 +1,5 @@
-"""A study file -> a Study: read the YAML, apply overrides, validate, read the prompts and the task's file."""
+"""A study file -> a Study: read the YAML, apply overrides, validate, read the prompts and the task's file.
+Also a Study -> the same Study with overrides (`override_study`)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,19 @@ def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
         if problem:
             raise StudyError(f"{path}: {problem}")
     return read_prompts(study, strict=require_prompts)
+
+
+def override_study(study: Study, overrides: list[str] | tuple[str, ...]) -> Study:
+    """A Study with `--set`-style overrides applied and validated again, as load_study does for a file
+    (a path an override sets is resolved against the current directory); no overrides: the same Study.
+
+    Only the values the study set travel (exclude_unset): a default written out would count as set,
+    and the race fits only the numbers a study leaves unset (Study.race_plan)."""
+    if not overrides:
+        return study
+    raw = study.model_dump(mode="json", exclude_unset=True)
+    apply_overrides(raw, overrides)
+    return validate_study(raw, source=f"study {study.name!r} with overrides {list(overrides)}")
 
 
 def read_task_source(study: Study, *, strict: bool = True) -> None:
