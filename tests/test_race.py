@@ -210,7 +210,7 @@ def test_the_race_is_planned_on_the_trial_epochs_the_search_really_spent(tiny_st
 def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object], **race: object) -> tuple[dict, list[list[dict]]]:
     """race() end to end with run_round replaced by a lookup: table[config name](seed) is a run's value.
     The search ranked trial_good (0.6), trial_mid (0.5), trial_bad (0.4); `race` overrides race: keys."""
-    import ratiotune.search.race as race_module
+    from ratiotune.search import race as race_module
     from ratiotune.core.experiment import Experiment
     from ratiotune.core.study import TEST_KEY
 
