@@ -253,12 +253,12 @@ def simulate_search(study, draws: Draws) -> list[SimTrial]:
     from ray.tune.search.optuna import OptunaSearch
 
     from ratiotune.core.objective import OBJECTIVE, trailing_mean
-    from ratiotune.search.launch import make_sampler, make_scheduler, param_space
+    from ratiotune.search.launch import baseline_point, make_sampler, make_scheduler, param_space
 
     search, epochs = study.search, study.train.epochs
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     ot = optuna.create_study(sampler=make_sampler(study), direction="maximize" if search.mode == "max" else "minimize")
-    baseline = study.baseline()
+    baseline = baseline_point(study)
     if baseline:
         ot.enqueue_trial(baseline)  # OptunaSearch's points_to_evaluate
     distributions = OptunaSearch.convert_search_space(param_space(study))
@@ -326,12 +326,9 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
     from ratiotune.core.race_summary import worst_value
 
     epochs, window = study.train.epochs, study.search.objective_window
-    clean = sorted(
-        (t for t in trials if not t.diverged and math.isfinite(t.objective)),
-        key=lambda t: -t.objective if study.search.mode == "max" else t.objective,
-    )
+    clean = [t for t in trials if not t.diverged and math.isfinite(t.objective)]
     try:
-        setup = race_setup(study, [(t.name, t.config) for t in clean], search_epochs=sum(t.epoch for t in trials))
+        setup = race_setup(study, [(t.name, t.config, t.objective) for t in clean], search_epochs=sum(t.epoch for t in trials))
     except PlanError:
         return {"refused": True}
     keys = {t.name: t.key for t in clean}
@@ -550,21 +547,12 @@ def designs(budget: int, study: Path = SMOKE) -> list[Design]:
         Design(
             "staged-asha",
             staged_asha,
-            note="issue 32's first staged design: 10 learning rates, then gens 2, 4 and tokens 16 "
-            "at the best (13 trials), ASHA from epoch 2, confirmation on 6 seeds, second look on 4",
+            note="issue 32's staged design's numbers on today's sampler: 13 trials, ASHA from epoch 2, "
+            "confirmation on 6 seeds, second look on 4",
         ),
-        # Around the shipped design: more trials (the other choices' stage), the grid's size, ASHA, the race's numbers.
-        Design(
-            "staged-13",
-            ("search.num_samples=13",),
-            note="shipped, then gens 2, 4 and tokens 16 at the best learning rate (13 trials)",
-        ),
-        # The shipped 10 trials are the baseline and 9 of the grid's 10 points (coarse-first order leaves lr 5.24e-3 out).
-        Design(
-            "whole-grid",
-            ("search.num_samples=11",),
-            note="shipped with the whole 10-point grid: the baseline and every grid point (11 trials)",
-        ),
+        # Around the shipped design: fewer or more trials, the grid's size, ASHA, the race's numbers.
+        Design("staged-16", ("search.num_samples=16",), note="shipped with 16 trials (the grid, then 6 by pooled value)"),
+        Design("staged-24", ("search.num_samples=24",), note="shipped with 24 trials (the grid, then 14 by pooled value)"),
         Design(
             "staged-asha-6",
             ("search.scheduler={type: asha, grace_period: 6, reduction_factor: 4}",),
@@ -572,13 +560,13 @@ def designs(budget: int, study: Path = SMOKE) -> list[Design]:
         ),
         Design(
             "staged-8",
-            ("search.lr_points=8", "search.num_samples=8"),
-            note="shipped with 8 learning rates (a grid off the table's)",
+            ("search.lr_points=8", "search.num_samples=16"),
+            note="shipped with 8 learning rates (a grid off the table's), twice that many trials",
         ),
         Design(
             "staged-12",
-            ("search.lr_points=12", "search.num_samples=12"),
-            note="shipped with 12 learning rates (a grid off the table's)",
+            ("search.lr_points=12", "search.num_samples=24"),
+            note="shipped with 12 learning rates (a grid off the table's), twice that many trials",
         ),
         Design("confirm-6", ("race.confirm_seeds=6",), note="shipped with race.confirm_seeds 6"),
         Design("share-45", ("race.max_share=0.45",), note="shipped with race.max_share 0.45"),
@@ -602,8 +590,8 @@ COMPARED = (
     "random-sampler",
     "before",
     "staged-asha",
-    "staged-13",
-    "whole-grid",
+    "staged-16",
+    "staged-24",
     "staged-asha-6",
     "staged-8",
     "staged-12",
@@ -618,6 +606,80 @@ COMPARED = (
 
 def simulate_design(design: Design, table: Table, studies: int, first: int = 0) -> list[dict[str, Any]]:
     return [simulate_study(design, table, first + k) for k in range(studies)]
+
+
+# --------------------------------------------------------------------------- robustness to the defaults
+
+
+def default_combinations(study_file: Path) -> list[tuple[str, ...]]:
+    """Every combination of the defaults a user might write for the searched choices other than the
+    learning rate (a held value, hyperparameters.held_values, is not searched), as `--set` overrides;
+    the baseline stays as the file has it."""
+    import itertools
+
+    from ratiotune.core.hyperparameters import held_values
+    from ratiotune.core.study import load_study
+
+    study = load_study(study_file)
+    space = study.search.space
+    names = [n for n, spec in space.items() if n != "learning_rate" and spec.type == "choice" and n not in held_values(study)]
+    return [
+        tuple(f"search.space.{n}.default={v}" for n, v in zip(names, values))
+        for values in itertools.product(*(space[n].values for n in names))
+    ]
+
+
+def across_defaults(design: Design, table: Table, studies: int, first: int) -> tuple[list[dict[str, Any]], str]:
+    """The design from every combination of defaults, each against random search at its own median
+    compute (full-length trials, the best trailing-mean objective ships), paired by study seed. Returns
+    one row per combination and the summary line (issue 41's form)."""
+    rows, pooled_diffs, all_records = [], [], []  # pooled_diffs: combination-major, study-minor
+    references: dict[int, list[dict[str, Any]]] = {}  # random search by budget: it has no defaults to vary
+    for extra in default_combinations(table.study):
+        records = [simulate_study(design, table, first + k, extra) for k in range(studies)]
+        budget = int(np.median([r["trial_epochs"] for r in records]))
+        if budget not in references:
+            random = {d.name: d for d in designs(budget, table.study)}["random-objective"]
+            references[budget] = simulate_design(random, table, studies, first)
+        reference = references[budget]
+        d, lo, hi = paired_difference(records, reference)
+        by_study = {r["study"]: r["true"] for r in reference}
+        pooled_diffs += [r["true"] - by_study[r["study"]] for r in records]
+        all_records += records
+        s = summarize(records)
+        rows.append(
+            {
+                "defaults": " ".join(o.split(".")[2] + "=" + o.split("=")[1] for o in extra),
+                "ratio": statistics.fmean(r["ratio"] for r in records),
+                "random_ratio": statistics.fmean(r["ratio"] for r in reference),
+                "share_85": s["share_85"],
+                "diff": (d, lo, hi),
+                "trial_epochs": s["trial_epochs"],
+            }
+        )
+    # The pooled interval resamples studies (each study's difference averaged over the combinations):
+    # one study seed's cells share its table split and draws, so they are not independent samples.
+    diffs = np.array(pooled_diffs).reshape(len(rows), studies).mean(axis=0)
+    means = diffs[np.random.default_rng(0).integers(0, studies, size=(4000, studies))].mean(axis=1)
+    ratio = statistics.fmean(r["ratio"] for r in all_records)
+    share = statistics.fmean(r["ratio"] >= 0.85 for r in all_records)
+    line = (
+        f"across defaults: mean ratio {ratio:.2f} (worst {min(r['ratio'] for r in rows):.2f}), "
+        f">= 85% of best in {share:.0%} (worst {min(r['share_85'] for r in rows):.0%}), "
+        f"vs random {diffs.mean():+.3f} [{np.quantile(means, 0.025):+.3f}, {np.quantile(means, 0.975):+.3f}] "
+        f"(worst cell lo {min(r['diff'][1] for r in rows):+.3f}) "
+        f"at {np.median([r['trial_epochs'] for r in all_records]):.0f} trial-epochs"
+    )
+    return rows, line
+
+
+def defaults_row(row: dict[str, Any]) -> str:
+    d, lo, hi = row["diff"]
+    return (
+        f"{row['defaults']}: mean ratio {row['ratio']:.2f} (random's {row['random_ratio']:.2f}), "
+        f">= 85% of best in {row['share_85']:.0%}, vs random {d:+.3f} [{lo:+.3f}, {hi:+.3f}] "
+        f"at {row['trial_epochs']:.0f} trial-epochs"
+    )
 
 
 # --------------------------------------------------------------------------- the race's error rates
@@ -906,8 +968,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the race's error rates for each chosen design (default: shipped); no files written",
     )
+    parser.add_argument(
+        "--defaults",
+        choices=["all"],
+        help="replay each chosen design (default: shipped) from every combination of the other searched values' "
+        "defaults, against random search at equal compute; one line per combination, then the pooled line",
+    )
     args = parser.parse_args(argv)
     table = load_table(args.table)
+    if args.defaults:
+        started = time.perf_counter()
+        catalogue = {d.name: d for d in designs(SMOKE_BUDGET, table.study)}
+        chosen = args.designs.split(",") if args.designs else ["shipped"]
+        unknown = [n for n in chosen if n not in catalogue]
+        if unknown:
+            print(f"simulate: --designs: unknown {', '.join(unknown)}; allowed: {', '.join(catalogue)}", file=sys.stderr)
+            return 2
+        lines = []
+        for name in chosen:
+            rows, line = across_defaults(catalogue[name], table, args.studies, args.first)
+            lines += [f"{name}: {defaults_row(row)}" for row in rows]
+            print("\n".join(lines[-len(rows) :]), flush=True)
+            print(f"{name}: ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
+        print(line)
+        # Kept beside the other outputs (docs/search-quality.md quotes it): the command, the rows, the line.
+        command = "python bench/simulate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        out = args.out.with_name(args.out.name + "_defaults.md")
+        out.write_text(f"# Across defaults: {table.study.name}\n\n```text\n$ {command}\n" + "\n".join([*lines, line]) + "\n```\n")
+        return 0
     started = time.perf_counter()
     # Equal compute: random search gets the shipped design's median trial-epochs (in full-length trials).
     shipped = simulate_design(Design("shipped"), table, args.studies, first=args.first)

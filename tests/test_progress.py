@@ -7,16 +7,16 @@ from ratiotune.search.progress import header
 from ratiotune.core.study import load_study
 
 
-def test_the_shipped_studies_search_the_four_values_and_the_header_flags_reward_scale():
-    # smoke.yaml no longer searches reward_scale (it cancels there); these two still do, and say so.
-    assert "reward_scale" not in load_study(REPO / "studies" / "smoke.yaml").searched()
-    for name in ("qwen2.5-0.5b.yaml", "demo.yaml"):
+def test_the_shipped_studies_list_the_four_values_and_the_header_says_reward_scale_is_held():
+    for name in ("smoke.yaml", "qwen2.5-0.5b.yaml", "demo.yaml", "headline-expansion.yaml", "gpu-window.yaml"):
         study = load_study(REPO / "studies" / name)
         assert study.searched() == ["learning_rate", "num_generations", "max_new_tokens", "reward_scale"], name
+        space = study.search.space
+        assert all(len(space[n].values) > 1 for n in ("num_generations", "max_new_tokens")), name  # varied, not fixed
         lines = header(study, f"studies/{name}", "results/x", None)
-        notes = [line for line in lines if line.startswith("note: reward_scale is searched, but it cancels")]
+        notes = [line for line in lines if line.startswith("note: reward_scale held at ")]
         assert len(notes) == 1, lines
-        assert any(line.startswith("space: ") and "reward_scale choice" in line for line in lines), lines
+        assert any(line.startswith("space: ") and "reward_scale " in line and "(held)" in line for line in lines), lines
 
 
 def test_the_header_names_the_plan_and_says_nothing_of_reward_scale_without_normalization():
@@ -24,7 +24,7 @@ def test_the_header_names_the_plan_and_says_nothing_of_reward_scale_without_norm
     lines = header(study, "studies/smoke.yaml", "results/smoke", None)
     assert lines[0].startswith("study smoke (studies/smoke.yaml): model builtin:tiny, 12 epochs per trial")
     assert any(
-        line.startswith("plan: 10 trials (staged sampler; every trial trains all its epochs), 2 at a time") for line in lines
+        line.startswith("plan: 20 trials (staged sampler; every trial trains all its epochs), 2 at a time") for line in lines
     )
     assert not any(line.startswith("note:") for line in lines), lines
 

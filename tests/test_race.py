@@ -216,7 +216,8 @@ def fake_race(tiny_study, tmp_path, monkeypatch, table: dict[str, object], **rac
 
     tiny_study["race"] = {"enabled": True, "cut_level": 0.25, "max_share": 0.95, **race}
     study = validate_study(tiny_study)
-    lrs = {"baseline": 1e-3, "trial_good": 3e-3, "trial_mid": 5e-3, "trial_bad": 8e-3}
+    # Learning rates far enough apart that the pooled ranking (core/pooled.py) keeps the search's order.
+    lrs = {"baseline": 1e-3, "trial_good": 1e-2, "trial_mid": 1e-4, "trial_bad": 3e-4}
     search = [
         TrialResult(
             name,
@@ -329,11 +330,11 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
     assert summary["fallbacks"][0]["collapse"] == {"collapsed": 6, "n": 6}
     assert summary["winner"]["search_trial"] == "trial_mid" and summary["gate"]["recommend"]
     assert summary["recommended"]["which"] == "winner"
-    assert summary["recommended"]["hyperparameters"]["learning_rate"] == pytest.approx(5e-3)
+    assert summary["recommended"]["hyperparameters"]["learning_rate"] == pytest.approx(1e-4)
     assert [s["search_trial"] for s in summary["survivors"]] == ["trial_mid"]  # retrain's candidates: not trial_good
     lines = headline(summary)
-    assert lines[0].startswith("confirmed: lr 0.005") and lines[2].startswith(
-        "passed over (1): lr 0.003: mean 0.000, collapsed 6 of 6"
+    assert lines[0].startswith("confirmed: lr 0.0001") and lines[2].startswith(
+        "passed over (1): lr 0.01: mean 0.000, collapsed 6 of 6"
     )
     assert summary["compute"]["race_runs"] == sum(len(a) for a in asked)
 

@@ -192,12 +192,12 @@ def no_effect_warnings(study: Study, importance: Importance | None) -> list[str]
     names = searched(study)
     if "reward_scale" in names and study.train.advantage_normalization:
         found.append(
-            "**reward_scale has no effect in this study.** It is searched while train.advantage_normalization is "
-            "on: comlrl divides each group's advantages by their standard deviation, so a constant factor on "
-            "the reward cancels (one epoch at scale 1 and at 100 from the same seeds ends with weights equal to "
-            "~1e-6 relative). Every trial spent on it is wasted; remove it from search.space, or turn "
-            "advantage_normalization off if you mean to study the scale. `ratiotune check STUDY.yaml` "
-            "measures this on your model before a search."
+            "**reward_scale has no effect in this study.** It is listed in search.space while "
+            "train.advantage_normalization is on: comlrl divides each group's advantages by their standard "
+            "deviation, so a constant factor on the reward cancels (one update at scale 1 and at 100 from the same "
+            "seeds ends with the same weights, to the bit on builtin:tiny). The search holds it at its default and "
+            "every trial records it; trials that differ only in it differ by noise. Turn advantage_normalization "
+            "off if you mean to study the scale. `ratiotune check STUDY.yaml` measures this on your model."
         )
     if importance is not None:
         flat = [n for n in names if importance.values.get(n, 0.0) < NEAR_ZERO_IMPORTANCE]

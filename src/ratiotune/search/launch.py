@@ -11,12 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from ratiotune.core.objective import OBJECTIVE
-from ratiotune.core.study import ParamSpec, Study, StudyError, continuous_params
+from ratiotune.core.hyperparameters import held_values
+from ratiotune.core.study import LR_POINTS, ParamSpec, Study, StudyError, continuous_params
 from ratiotune.core.wandb_settings import WandbSettings
 
 
 def param_space(study: Study) -> dict[str, Any]:
-    return {name: tune_domain(spec) for name, spec in study.search.space.items()}
+    """Ray Tune's space: a domain per searched value; a held value (held_values) as a constant, so
+    that every trial still records it."""
+    held = held_values(study)
+    return {name: held[name] if name in held else tune_domain(spec) for name, spec in study.search.space.items()}
+
+
+def baseline_point(study: Study) -> dict[str, Any] | None:
+    """The baseline as Optuna's first point: its sampled values (a held one is a constant of the space)."""
+    baseline = study.baseline()
+    return {k: v for k, v in baseline.items() if k not in held_values(study)} if baseline else None
 
 
 def tune_domain(spec: ParamSpec):
@@ -59,7 +69,7 @@ def make_searcher(study: Study, experiment_dir: Path | str | None = None, optuna
     sampler = make_sampler(study)
     # The baseline is the first trial: every study then measures the hand-picked config
     # under exactly its own conditions, and the race can state the winner's margin over it.
-    baseline = study.baseline()
+    baseline = baseline_point(study)
     if optuna_location is None:
         return OptunaSearch(sampler=sampler, points_to_evaluate=[baseline] if baseline else None)
     from ratiotune.search.optuna_study import StoredOptunaSearch
@@ -98,8 +108,9 @@ def make_sampler(study: Study):
         from ratiotune.search.staged_sampler import StagedSampler
 
         values = study.hyperparameters({})  # train:'s values, where a parameter has no default
-        defaults = {name: spec.default if spec.default is not None else values[name] for name, spec in search.space.items()}
-        return StagedSampler(search.space, defaults, search.lr_points or 10, seed)
+        space = {name: spec for name, spec in search.space.items() if name not in held_values(study)}
+        defaults = {name: spec.default if spec.default is not None else values[name] for name, spec in space.items()}
+        return StagedSampler(space, defaults, search.lr_points or LR_POINTS, seed)
     return optuna.samplers.QMCSampler(seed=seed, scramble=True)  # experimental in Optuna 5 (a warning)
 
 

@@ -25,9 +25,9 @@ from typing import Any
 from ray import tune
 
 from ratiotune.core.experiment import TASK_ERROR_KEY
-from ratiotune.core.hyperparameters import config_text, space_text
+from ratiotune.core.hyperparameters import SCALE_CANCELS_FIGURE, config_text, held_values, space_text
 from ratiotune.core.objective import OBJECTIVE
-from ratiotune.core.study import Study
+from ratiotune.core.study import LR_POINTS, Study
 from ratiotune.core.values import finite
 
 RAY_LOG = "ray.log"
@@ -82,7 +82,7 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
         f"objective = mean {search.metric} over each trial's last {search.objective_window} epoch(s) ({search.mode})"
     ]
     if search.space:
-        lines.append("space: " + "; ".join(f"{name} {space_text(search.space[name])}" for name in study.searched()))
+        lines.append("space: " + "; ".join(visited_text(study, name) for name in study.searched()))
     else:
         lines.append("space: nothing searched (num_samples repeats of the train: config)")
     scheduler = search.scheduler
@@ -109,15 +109,25 @@ def header(study: Study, source: str, experiment_dir: Any, log_file: Path | None
     return lines
 
 
+def visited_text(study: Study, name: str) -> str:
+    """What the search visits of one listed value: the staged sampler's grid, a held value, or the space."""
+    spec, held = study.search.space[name], held_values(study)
+    if name in held:
+        return f"{name} {held[name]:g} (held)"
+    if name == "learning_rate" and study.search.sampler == "staged":
+        points = study.search.lr_points or LR_POINTS
+        return f"{name} {points}-point {'log ' if spec.type == 'loguniform' else ''}grid [{spec.low:g}, {spec.high:g}]"
+    return f"{name} {space_text(spec)}"
+
+
 def ineffective_notes(study: Study) -> list[str]:
-    """Searched values known to change nothing, one line each (`ratiotune check` measures them)."""
-    if "reward_scale" in study.search.space and study.train.advantage_normalization:
-        return [
-            "reward_scale is searched, but it cancels under train.advantage_normalization: true (one epoch at "
-            "scale 1 and 100 ends with weights equal to ~1e-6): trials that differ only in it differ by noise; "
-            "`ratiotune check` measures it"
-        ]
-    return []
+    """Listed values the search holds because they change nothing (hyperparameters.held_values), one line each."""
+    return [
+        f"{name} held at {value:g}: it cancels under train.advantage_normalization: true (`ratiotune check` trains "
+        f"one update at each end of its range: the weights differ by {SCALE_CANCELS_FIGURE}); every trial records "
+        "it; with normalization off it is searched"
+        for name, value in held_values(study).items()
+    ]
 
 
 # --------------------------------------------------------------------------- lines while it runs

@@ -77,7 +77,8 @@ def plan_race(experiment: Experiment, explicit: frozenset[str] = frozenset()) ->
     metric, window = study.search.metric, study.search.objective_window
     clean = [t for t in experiment.ranked() if t.status(study.train.epochs) not in (ERRORED, INFEASIBLE)]
     spent = sum(t.epochs for t in experiment.trials)
-    setup = race_setup(study, [(t.name, t.config) for t in clean], search_epochs=spent, explicit=explicit)
+    trials = [(t.name, t.config, t.score(metric, window)) for t in clean]
+    setup = race_setup(study, trials, search_epochs=spent, explicit=explicit)
     by_name = {t.name: t for t in clean}
     searched = [
         Contender(n, searched_values(study, by_name[n].config), by_name[n].score(metric, window))

@@ -159,7 +159,7 @@ def explain(probe: Probe, study: Study) -> str:
     if probe.name == "reward_scale" and study.train.advantage_normalization:
         return (
             "advantage normalization divides each group's advantages by their std, so a constant reward "
-            "scale cancels; drop reward_scale from search.space (or set train.advantage_normalization: false)"
+            "scale cancels; `ratiotune search` holds it at its default (set train.advantage_normalization: false to search it)"
         )
     if probe.name == "reward_scale":
         return "AdamW divides each step by the gradients' running RMS, so a constant reward scale mostly cancels there too"

@@ -1,7 +1,7 @@
 """The study file, one idea per module; this re-exports the names callers import from ratiotune.core.study."""
 
 from ratiotune.core.study.checks import check_launch, check_race_budget
-from ratiotune.core.study.config_keys import SEARCHABLE, SEED_KEY, START_KEY, TEST_KEY
+from ratiotune.core.study.config_keys import LR_POINTS, SEARCHABLE, SEED_KEY, START_KEY, TEST_KEY
 from ratiotune.core.study.errors import StudyError
 from ratiotune.core.study.fields import json_schema, schema_fields
 from ratiotune.core.study.folders import PROMPTS_DIR, TASK_DIR, study_files, write_study
@@ -33,6 +33,7 @@ __all__ = [
     "PATH_FIELDS",
     "PROMPTS_DIR",
     "PROMPT_SPLITS",
+    "LR_POINTS",
     "SEARCHABLE",
     "SEED_KEY",
     "SPLIT_ROLES",

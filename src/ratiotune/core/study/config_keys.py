@@ -10,3 +10,4 @@ SEARCHABLE = ("learning_rate", "num_generations", "max_new_tokens", "reward_scal
 SEED_KEY = "seed"
 START_KEY = "start_checkpoint"
 TEST_KEY = "test_samples_per_prompt"
+LR_POINTS = 10  # the staged sampler's learning-rate grid when search.lr_points is null
