@@ -987,14 +987,15 @@ def main(argv: list[str] | None = None) -> int:
         lines = []
         for name in chosen:
             rows, line = across_defaults(catalogue[name], table, args.studies, args.first)
-            lines += [f"{name}: {defaults_row(row)}" for row in rows]
-            print("\n".join(lines[-len(rows) :]), flush=True)
+            lines += [f"{name}: {defaults_row(row)}" for row in rows] + ([f"{name}: {line}"] if len(chosen) > 1 else [])
+            print("\n".join(lines[-len(rows) - (len(chosen) > 1) :]), flush=True)
             print(f"{name}: ({(time.perf_counter() - started) / 60:.1f} min)", flush=True)
-        print(line)
+        print(line)  # the last design's (the shipped one's when none is named)
         # Kept beside the other outputs (docs/search-quality.md quotes it): the command, the rows, the line.
         command = "python bench/simulate.py " + " ".join(argv if argv is not None else sys.argv[1:])
         out = args.out.with_name(args.out.name + "_defaults.md")
-        out.write_text(f"# Across defaults: {table.study.name}\n\n```text\n$ {command}\n" + "\n".join([*lines, line]) + "\n```\n")
+        body = "\n".join([*lines, line] if len(chosen) == 1 else lines)
+        out.write_text(f"# Across defaults: {table.study.name}\n\n```text\n$ {command}\n{body}\n```\n")
         return 0
     started = time.perf_counter()
     # Equal compute: random search gets the shipped design's median trial-epochs (in full-length trials).

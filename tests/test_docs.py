@@ -108,12 +108,8 @@ def named(pattern: str, pages: list[str] = PAGES, code_only: bool = True) -> lis
     return found
 
 
-# Being rewritten (issue 40): it still names bench/smoke_table.py, which bench/table.py replaced.
-BEING_REWRITTEN = ["docs/search-quality.md"]
-
-
 def test_every_study_file_and_script_the_docs_name_exists():
-    pages = [page for page in PAGES if page not in BEING_REWRITTEN]
+    pages = PAGES
     studies = named(r"(?<![\w/.-])(studies/[\w.-]+\.yaml)\b", pages, code_only=False)
     scripts = named(r"(?<![\w/.-])((?:bench|analysis)/[\w/-]+\.(?:py|sh))\b", pages, code_only=False)
     assert len(studies) > 20 and len(scripts) > 20  # the patterns still find what the pages name

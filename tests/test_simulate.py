@@ -259,3 +259,26 @@ def test_the_sampler_settings_are_validated_and_reach_optuna(sim):
     assert type(tpe).__name__ == "TPESampler" and tpe._n_startup_trials == 3
     with pytest.raises(StudyError, match=r"startup_trials: 3 is used only by sampler tpe or gp; sampler 'random'"):
         sim.design_study(sim.Design("bad", ("search.sampler=random", "search.startup_trials=3")), 0)
+
+
+def test_across_defaults_replays_every_combination_and_ends_with_the_pooled_line(sim, tmp_path, capsys):
+    """--defaults all: one row per gens/tokens default combination (reward_scale is held, not a
+    combination), the issue's summary line last, and the rows kept beside the other outputs."""
+    import re
+
+    assert len(sim.default_combinations(sim.SMOKE)) == 6
+    table = write_table(tmp_path / "t.csv")
+    out = tmp_path / "sim"
+    assert sim.main(["--table", str(table), "--studies", "4", "--first", "0", "--defaults", "all", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    printed = [line for line in lines if line.startswith("shipped: num_generations=")]
+    assert len(printed) == 6
+    kept = (tmp_path / "sim_defaults.md").read_text().splitlines()
+    assert kept[-2] == lines[-1] and all(line in kept for line in printed)
+    shape = (
+        r"across defaults: mean ratio \d\.\d\d \(worst \d\.\d\d\), >= 85% of best in \d+% \(worst \d+%\), "
+        r"vs random [+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] \(worst cell lo [+-]\d\.\d{3}\) at \d+ trial-epochs"
+    )
+    assert re.fullmatch(shape, lines[-1]), lines[-1]
+    # The staged sampler ignores what the user wrote as default: every combination ships the same configs.
+    assert len({line.split(": ", 2)[2] for line in printed}) == 1
