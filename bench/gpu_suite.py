@@ -424,7 +424,7 @@ def section_update(sizes: dict, device: str, partial: Partial) -> dict:
     """comlrl's per-sample loss + backward vs the batched one, on one real sampled group of agent 0."""
     from comlrl.trainers.reinforce import MAGRPOTrainer
 
-    from ratiotune.training.magrpo import batched_policy_loss
+    from ratiotune.training.policy_loss import batched_policy_loss
     from ratiotune.training.trainable import Trial
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -96,7 +96,7 @@ def child_grad(args: argparse.Namespace) -> dict:
     import torch
     from comlrl.trainers.reinforce import MAGRPOTrainer
 
-    from ratiotune.training.magrpo import batched_policy_loss
+    from ratiotune.training.policy_loss import batched_policy_loss
     from ratiotune.training.trainable import Trial
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,6 +17,7 @@ from comlrl.trainers.reinforce import MAGRPOTrainer
 from ratiotune.training import magrpo
 from ratiotune.training.magrpo import build_trainer
 from ratiotune.training.models import load_agents
+from ratiotune.training.policy_loss import batched_policy_loss
 from ratiotune.core.study import TrainSpec, validate_study
 from ratiotune.tasks.length_ratio import make_task
 from ratiotune.training.trainable import Trial
@@ -96,7 +97,7 @@ def stock_loss(trainer, model, data, returns):
 
 def test_comlrl_is_the_version_the_fast_loss_copies():
     assert importlib.metadata.version("comlrl") == magrpo.COMLRL_VERSION, (
-        "comlrl changed: re-check ratiotune.training.magrpo.batched_policy_loss against the new "
+        "comlrl changed: re-check ratiotune.training.policy_loss.batched_policy_loss against the new "
         "_compute_loss_with_gradients before bumping COMLRL_VERSION"
     )
 
@@ -118,7 +119,7 @@ def test_fast_loss_has_comlrl_gradients(setup, mode, normalization):
     trainer, data, returns = setup
     trainer.advantage_mode, trainer.args.advantage_normalization = mode, normalization
     stock, stock_grads = loss_and_grads(trainer, stock_loss, data, returns)
-    fast, fast_grads = loss_and_grads(trainer, magrpo.batched_policy_loss, data, returns)
+    fast, fast_grads = loss_and_grads(trainer, batched_policy_loss, data, returns)
     assert stock_grads.norm() > 0
     assert torch.allclose(fast, stock, rtol=1e-5, atol=1e-6), (fast, stock)
     assert relative_error(fast_grads, stock_grads) <= 1e-5
@@ -134,7 +135,7 @@ def test_fast_loss_with_reference_kl_penalty(setup):
     data = {**data, "reference_kls": [0.1, 0.0, 0.4, 0.2, 0.05]}
     try:
         stock, stock_grads = loss_and_grads(trainer, stock_loss, data, returns)
-        fast, fast_grads = loss_and_grads(trainer, magrpo.batched_policy_loss, data, returns)
+        fast, fast_grads = loss_and_grads(trainer, batched_policy_loss, data, returns)
     finally:
         trainer.args.reference_kl_enabled, trainer.args.reference_kl_coef = saved
     assert not torch.allclose(stock, without_kl)  # the penalty really applied

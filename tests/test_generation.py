@@ -23,6 +23,7 @@ from ratiotune.training.generation import (
     resolve,
 )
 from ratiotune.training.models import load_agents
+from ratiotune.training.rollouts import generate_batched
 from ratiotune.core.study import StudyError, TrainSpec, validate_study
 from ratiotune.training.trainable import Trial
 
@@ -280,7 +281,7 @@ def per_prompt_and_batched(trainer, items, agent_idx: int = 0):
                                       num_return_sequences=args.num_generations, max_new_tokens=args.max_new_tokens)
         for item in items
     ]  # fmt: skip
-    return alone, trainer._generate_batched(agent_idx, items)
+    return alone, generate_batched(trainer, agent_idx, items)
 
 
 def test_batched_rollouts_give_each_prompts_own_call_with_greedy_sampling(tiny_study):
@@ -326,7 +327,7 @@ def test_batched_rollouts_sample_the_per_prompt_distribution(tiny_study):
         seen: dict[tuple[int, int], list[int]] = {}
         for call in range(calls):
             torch.manual_seed(1000 + call + (500 if batched else 0))
-            outputs = trainer._generate_batched(0, items) if batched else per_prompt_and_batched(trainer, items)[0]
+            outputs = generate_batched(trainer, 0, items) if batched else per_prompt_and_batched(trainer, items)[0]
             for prompt, out in enumerate(outputs):
                 for row in out["completion_input_ids"][0]:
                     for position in (0, 1):

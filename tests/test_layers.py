@@ -111,3 +111,70 @@ def test_the_concrete_task_check_can_fail():
         "search/example.py:2 imports ratiotune.tasks.length_ratio"
     ]
     assert concrete_task_imports(PACKAGE / "tasks" / "example.py", source) == []
+
+
+STUDY = PACKAGE / "core" / "study"
+
+
+def study_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """core/study's modules (by stem; the package is __init__) -> the ones among them each imports, anywhere in it."""
+    graph = {}
+    for stem, source in sources.items():
+        targets = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # `from ratiotune.core.study import schema` names a module; `... import Study` the package.
+                names = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}".split(".")[-1] in sources]
+                names = names or [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[:3] == ["ratiotune", "core", "study"]:
+                    targets.add(parts[3] if len(parts) > 3 else "__init__")
+        graph[stem] = targets - {stem}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph as [a, b, ..., a], or [] when it has none (depth-first search)."""
+    state: dict[str, str] = {}  # "open" while on the path, "done" once every module below it is seen
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return path[path.index(target) :] + [target]
+            if target not in state:
+                found = visit(target, path + [target])
+                if found:
+                    return found
+        state[node] = "done"
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node, [node])
+            if found:
+                return found
+    return []
+
+
+def test_the_study_modules_import_without_a_cycle():
+    # A cycle is what lazy imports inside functions and `if TYPE_CHECKING:` blocks hide; those count here.
+    sources = {path.stem: path.read_text() for path in sorted(STUDY.glob("*.py"))}
+    assert {"schema", "prompts", "task", "__init__"} <= set(sources)
+    assert import_cycle(study_graph(sources)) == []
+
+
+def test_the_cycle_check_can_fail():
+    sources = {
+        "schema": "from ratiotune.core.study.task import make_task\n",
+        "task": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ratiotune.core.study.prompts import X\n",
+        "prompts": "def f():\n    from ratiotune.core.study import schema\n",
+        "errors": "",
+    }
+    assert import_cycle(study_graph(sources)) == ["prompts", "schema", "task", "prompts"]
+    assert import_cycle(study_graph({**sources, "prompts": ""})) == []

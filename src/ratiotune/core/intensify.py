@@ -60,7 +60,7 @@ from ratiotune.core.stats import describe, lower_bound, sign_test_p, wilson
 
 
 class RaceSettings(Protocol):
-    """What the policy and the plan read of a RaceSpec (core/study/schema.py, where each field is described);
+    """What the policy and the plan read of a RaceSpec (core/study/sections.py, where each field is described);
     any object with these attributes will do (the simulator may pass a RaceSpec or its own)."""
 
     top_k: int  # challengers

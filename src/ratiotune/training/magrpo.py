@@ -7,15 +7,15 @@ number of generated tokens, so this module drives the trainer's own epoch body
 `_train_checkpoint_epochs`) and wraps the reward function to record what it saw.
 
 It also replaces comlrl's per-sample policy-gradient loss with a batched one (same
-math, same gradients to float rounding; see `batched_policy_loss`), because comlrl's
-version runs one forward per completion and one full-vocabulary log_softmax per
-generated token, which dominates the update with Qwen's 151,936-token vocabulary.
+math, same gradients to float rounding; policy_loss.py), because comlrl's version runs
+one forward per completion and one full-vocabulary log_softmax per generated token, which
+dominates the update with Qwen's 151,936-token vocabulary.
 
 Rollouts and eval decode through one `generation.Decoding` per agent (train.generation:
 eager, or a kept static KV cache, compiled or not). With compiled decoding, the prompts that
-are sampled from the same weights (the rollout_buffer_size prompts between two updates) are
-decoded in one generate() call per agent (`_prefetch_rollouts`): decoding is bound by
-sequential steps, so one 16-row call takes about the steps of one 8-row call.
+are sampled from the same weights are decoded in one generate() call per agent
+(`_prefetch_rollouts`, rollouts.generate_batched). The reward function that records what it
+scored is rollouts.RecordingReward.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import torch
 from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 from comlrl.utils.distributed import unwrap_model
 from comlrl.utils.reward_processor import RewardProcessors
-from comlrl.utils.reward_utils import resolve_reward_range
-from comlrl.utils.tokenizer_utils import apply_tokenizer_specials
 from datasets import Dataset
 from safetensors.torch import load_file
 
 from ratiotune.training.generation import Decoding
-from ratiotune.tasks import Sample, Task, call_reward
+from ratiotune.training.policy_loss import batched_policy_loss
+from ratiotune.training.rollouts import RecordingReward, generate_batched
+from ratiotune.tasks import Task
 
 # The comlrl release whose internals this module was written and tested against.
 COMLRL_VERSION = "1.4.3"
@@ -55,50 +55,6 @@ NONFINITE_STANDIN = float(torch.tensor(0.1))
 def is_nonfinite_sampling(exc: BaseException) -> bool:
     """torch.multinomial's error (wrapped by comlrl) for a NaN/inf/negative distribution."""
     return isinstance(exc, (ValueError, RuntimeError)) and "probability tensor contains" in str(exc)
-
-
-class RecordingReward:
-    """The task's reward that also remembers every (record, agent 1, agent 2) sample it scored, and the raw reward.
-
-    comlrl applies `reward_processor` (the scale factor) before it logs anything, so
-    its own numbers grow with the scale; metrics come from these raw rewards instead.
-    Samples are grouped per prompt (one `start_group()` per training step). The signature
-    names `batch_items` (and `prompts`) so that comlrl's call_reward_function passes them;
-    the task's reward is called through `call_reward` (either form; a raise or a non-finite
-    reward becomes a TaskError naming the answer pair).
-    """
-
-    def __init__(self, reward: Any):
-        self.reward = reward
-        self.groups: list[list[Sample]] = []
-        self.rewards: list[list[float]] = []
-        declared = resolve_reward_range(reward)
-        if declared is not None:
-            self.reward_range = declared  # comlrl's declared range, passed through
-
-    def start_group(self) -> None:
-        self.groups.append([])
-        self.rewards.append([])
-
-    def __call__(
-        self, completions1: list[str], completions2: list[str], *, batch_items: list[Any] | None = None, prompts: Any = None
-    ) -> list[float]:
-        if not self.groups:
-            self.start_group()
-        # TaskError (not retried, names the answer pair) when the task's reward raises or is non-finite.
-        rewards = call_reward(self.reward, list(prompts or []), completions1, completions2, batch_items)
-        items = list(batch_items or [])
-        if len(items) != len(completions1):  # comlrl: one record for the group's answers
-            items = [items[0] if items else {}] * len(completions1)
-        self.groups[-1].extend((dict(r), a, b) for r, a, b in zip(items, completions1, completions2))
-        self.rewards[-1].extend(rewards)
-        return rewards
-
-    def take_groups(self) -> tuple[list[list[Sample]], list[list[float]]]:
-        """The samples and raw rewards since the last call, per prompt group (empty groups dropped)."""
-        kept = [(g, r) for g, r in zip(self.groups, self.rewards) if g]
-        self.groups, self.rewards = [], []
-        return [g for g, _ in kept], [r for _, r in kept]
 
 
 class TrialMAGRPOTrainer(MAGRPOTrainer):
@@ -197,70 +153,10 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
 
     def _prefetch_rollouts(self, items: list[Any]) -> None:
         """Decode every item's rollouts in one generate() call per agent (both agents at once with "mp")."""
-        outputs = self._run_agent_tasks(lambda agent_idx: self._generate_batched(agent_idx, items))
+        outputs = self._run_agent_tasks(lambda agent_idx: generate_batched(self, agent_idx, items))
         self._prefetched = {
             (agent_idx, id(item)): out for agent_idx, per_item in enumerate(outputs) for item, out in zip(items, per_item)
         }
-
-    def _generate_batched(self, agent_idx: int, items: list[Any]) -> list[dict[str, Any]]:
-        """num_generations rollouts of each item from one left-padded generate() call, in comlrl's per-prompt format.
-
-        Each item's dict is what comlrl 1.4.3's _generate_completions returns for that item alone:
-        its own (unpadded) prompt ids, and completions cut where its own call would have stopped
-        (the step at which the last of its rows emitted EOS, or max_new_tokens), so the loss scores
-        the same tokens, trailing pads included. The sampling arguments are comlrl's.
-        """
-        decoding, tokenizer = self.decoding[agent_idx], self.tokenizers[agent_idx]
-        model = decoding.decoder()
-        apply_tokenizer_specials(tokenizer, [unwrap_model(self.agents[agent_idx])])
-        device = next(model.parameters()).device
-        gens, max_new = int(self.args.num_generations), int(self.args.max_new_tokens)
-        prompts = [self.formatters[agent_idx](item) for item in items]
-        side, tokenizer.padding_side = tokenizer.padding_side, "left"
-        try:
-            batch = tokenizer(prompts, padding=True, truncation=True, return_tensors="pt").to(device)
-        finally:
-            tokenizer.padding_side = side
-        width = batch.input_ids.shape[1]
-        sampling = {"do_sample": True, "temperature": self.args.temperature, "top_p": self.args.top_p, "num_beams": 1}
-        if getattr(self.args, "top_k", None) is not None:
-            sampling["top_k"] = self.args.top_k
-        with torch.inference_mode(), self.autocast(device):
-            sequences = model.generate(
-                input_ids=batch.input_ids, attention_mask=batch.attention_mask, max_new_tokens=max_new,
-                num_return_sequences=gens, return_dict_in_generate=True, **sampling,
-                **decoding.generate_kwargs("rollout", len(items) * gens, width, max_new),
-            ).sequences  # fmt: skip
-        completions = sequences[:, width:]
-        eos = model.generation_config.eos_token_id
-        eos = torch.tensor([eos] if isinstance(eos, int) else list(eos or []), device=device)
-        agent = unwrap_model(self.agents[agent_idx])
-        outputs = []
-        for index, prompt in enumerate(prompts):
-            rows = completions[index * gens : (index + 1) * gens]
-            # Where this item's own call would have stopped: all its rows finished (EOS) or max_new_tokens.
-            stopped = torch.isin(rows, eos) if eos.numel() else torch.zeros_like(rows, dtype=torch.bool)
-            ends = [int(r.nonzero()[0]) + 1 if r.any() else rows.shape[1] for r in stopped]
-            rows = rows[:, : max(ends)]
-            own = tokenizer([prompt], padding=True, truncation=True, return_tensors="pt").to(device)
-            tokens = [row for row in rows]
-            lens = []
-            for row in tokens:
-                pads = (row == tokenizer.pad_token_id).nonzero()
-                lens.append(int(pads[0]) if pads.shape[0] > 0 else row.shape[0])
-            full = torch.cat([own.input_ids.expand(gens, -1), rows], dim=1)
-            outputs.append({
-                "prompts": [prompt], "batch_items": [items[index]],
-                "prompt_input_ids": own.input_ids, "prompt_attention_mask": own.attention_mask,
-                "completions": [[tokenizer.decode(t[:n], skip_special_tokens=True) for t, n in zip(tokens, lens)]],
-                "completion_input_ids": [tokens],
-                "completion_attention_mask": [[torch.ones(len(t), device=device) for t in tokens]],
-                "response_lens": lens,
-                "reference_kls": self._reference_kl_values(
-                    agent_idx, agent, full, torch.ones_like(full), own.input_ids.shape[1], lens
-                ),
-            })  # fmt: skip
-        return outputs
 
     def _update_from_samples(self, agent_idx: int, samples: list[Any]) -> None:
         super()._update_from_samples(agent_idx, samples)
@@ -463,73 +359,6 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
             for group in optimizer.param_groups:
                 group["lr"] = current.agent_learning_rate
         return int(progress.get("epoch", 0))
-
-
-def batched_policy_loss(
-    trainer: MAGRPOTrainer, agent: torch.nn.Module, completions_data: dict[str, Any], returns: list[float]
-) -> torch.Tensor:
-    """comlrl 1.4.3's `_compute_loss_with_gradients`, with all completions in one forward.
-
-    The same math as comlrl, term by term:
-    - advantages: returns minus the reference-KL penalty, then `_compute_advantages`
-      (mean/raw/max/rloo), then optional normalisation (population std, clamped at 1e-6);
-    - the input of completion c is prompt + c[:-1] and its targets are c[:-1]: comlrl
-      scores every completion token *including* trailing pad/eos, but not the last
-      position (its logits slice stops one short). A completion of length < 2 scores
-      nothing and is left out of the mean;
-    - loss = mean over scored completions of -(sum of token log-probs) * advantage.
-    What differs is only how it is computed: completions are right-padded into one
-    batch (causal attention, so a row's real positions never see its padding, and the
-    padded positions are masked out of the sum), the LM head runs only on completion
-    positions (`logits_to_keep`), and there is one float32 log_softmax and a gather
-    instead of a full-vocabulary log_softmax per token kept for backward. A non-finite
-    loss is returned as is (comlrl returns 0.1 instead).
-    """
-    device = next(unwrap_model(agent).parameters()).device
-    if len(returns) == 0:
-        return torch.tensor(0.0, device=device, requires_grad=True)
-
-    returns_tensor = torch.tensor(returns, dtype=torch.float, device=device)
-    advantages = trainer._compute_advantages(trainer._apply_reference_kl_to_returns(returns_tensor, completions_data))
-    if trainer.args.advantage_normalization and advantages.numel() > 1:
-        advantages = (advantages - advantages.mean()) / advantages.std(unbiased=False).clamp(min=1e-6)
-
-    agent.train()
-    prompt = completions_data["prompt_input_ids"][0].to(device)
-    completions = completions_data["completion_input_ids"]
-    if completions and isinstance(completions[0], list):
-        completions = completions[0]
-    # comlrl pairs completion i with advantage i and stops at the shorter of the two lists.
-    scored = [(i, c.to(device)) for i, c in enumerate(completions[: advantages.numel()]) if len(c) >= 2]
-    if not scored:
-        return torch.tensor(0.0, device=device, requires_grad=True)
-
-    # Completions of one generate() call all have the same length; pad anyway so that
-    # any lengths work. Row r scores n_r = len(c) - 1 targets, predicted at positions
-    # P-1 .. P+n_r-2, so its input is prompt + c[:n_r - 1].
-    n_targets = [len(c) - 1 for _, c in scored]
-    width = max(n_targets)
-    prompt_len = prompt.numel()
-    input_ids = torch.zeros(len(scored), prompt_len + width - 1, dtype=torch.long, device=device)
-    targets = torch.zeros(len(scored), width, dtype=torch.long, device=device)
-    mask = torch.zeros(len(scored), width, dtype=torch.bool, device=device)
-    input_ids[:, :prompt_len] = prompt
-    for row, ((_, c), n) in enumerate(zip(scored, n_targets)):
-        input_ids[row, prompt_len : prompt_len + n - 1] = c[: n - 1]
-        targets[row, :n] = c[:n]
-        mask[row, :n] = True
-
-    logits = agent(
-        input_ids=input_ids,
-        attention_mask=torch.ones_like(input_ids),
-        use_cache=False,
-        logits_to_keep=width,
-    ).logits
-    token_log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    del logits  # only log_softmax's output is needed for backward
-    sequence_log_probs = (token_log_probs * mask).sum(dim=-1)
-    scored_advantages = advantages[torch.tensor([i for i, _ in scored], device=device)]
-    return -(sequence_log_probs * scored_advantages).sum() / len(scored)
 
 
 def build_trainer(

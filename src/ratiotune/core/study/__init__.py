@@ -7,24 +7,19 @@ from ratiotune.core.study.fields import json_schema, schema_fields
 from ratiotune.core.study.folders import PROMPTS_DIR, TASK_DIR, study_files, write_study
 from ratiotune.core.study.loading import load_study, read_task_source
 from ratiotune.core.study.overrides import PATH_FIELDS, apply_override, apply_overrides, resolve_paths
-from ratiotune.core.study.prompts import PROMPT_SPLITS, SPLIT_ROLES, check_prompt_overlap, read_prompts
-from ratiotune.core.study.schema import (
+from ratiotune.core.study.prompt_sets import PROMPT_SPLITS
+from ratiotune.core.study.prompts import SPLIT_ROLES, check_prompt_overlap, read_prompts
+from ratiotune.core.study.schema import Study
+from ratiotune.core.study.search_section import (
     OPTUNA_URL_SCHEMES,
-    CheckpointSpec,
-    ModelSpec,
     ParamSpec,
-    RaceSpec,
-    ResourcesSpec,
     SchedulerSpec,
     SearchSpec,
-    Strict,
-    Study,
-    TaskSpec,
-    TrainSpec,
     continuous_params,
     describe_space,
     spec_contains,
 )
+from ratiotune.core.study.sections import CheckpointSpec, ModelSpec, RaceSpec, ResourcesSpec, Strict, TaskSpec, TrainSpec
 from ratiotune.core.study.task import make_task, task_problem
 from ratiotune.core.study.validation import validate_study
 

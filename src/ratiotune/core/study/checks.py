@@ -23,7 +23,7 @@ def check_launch(study: Study) -> Study:
     read_task_source(study, strict=True)
     read_prompts(study, strict=True)
     task = study.get_task()
-    problem = task_problem(study, task) or probe_reward(task, study.prompts("train"))
+    problem = task_problem(study.task, study.search.metric, task) or probe_reward(task, study.prompts("train"))
     if problem is not None:
         raise StudyError(problem)
     problem = model_problem(study.model.name)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from ratiotune.core.study.prompts import PROMPT_SPLITS
+from ratiotune.core.study.prompt_sets import PROMPT_SPLITS
 from ratiotune.core.study.schema import Study
 from ratiotune.tasks import entry_file
 from ratiotune.tasks.records import is_plain_prompt

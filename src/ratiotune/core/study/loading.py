@@ -43,7 +43,7 @@ def load_study(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
     study = validate_study(raw, source=str(path))
     if study.task.entry is not None:
         read_task_source(study, strict=require_prompts)
-        problem = task_problem(study, study.get_task())
+        problem = task_problem(study.task, study.search.metric, study.get_task())
         if problem:
             raise StudyError(f"{path}: {problem}")
     return read_prompts(study, strict=require_prompts)

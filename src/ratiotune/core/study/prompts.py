@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ratiotune.core.study.errors import StudyError
+from ratiotune.core.study.prompt_sets import PROMPT_SPLITS
+from ratiotune.core.study.schema import Study
 from ratiotune.tasks.records import canonical, load_records, missing_field, split_source
-
-if TYPE_CHECKING:
-    from ratiotune.core.study.schema import Study
-
-PROMPT_SPLITS = ("train", "eval", "test")
 
 
 def read_prompts(study: Study, *, strict: bool = True) -> Study:

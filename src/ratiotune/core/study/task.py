@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
 
 from ratiotune.core.study.errors import StudyError
-from ratiotune.core.study.prompts import PROMPT_SPLITS
+from ratiotune.core.study.prompt_sets import PROMPT_SPLITS
+from ratiotune.core.study.sections import TaskSpec
 from ratiotune.tasks import Task, TaskLoadError, entry_file, load_task
-
-if TYPE_CHECKING:
-    from ratiotune.core.study.schema import Study, TaskSpec
 
 
 def make_task(spec: TaskSpec, sources: dict[str, str]) -> Task:
@@ -22,15 +19,14 @@ def make_task(spec: TaskSpec, sources: dict[str, str]) -> Task:
         raise StudyError(str(exc)) from None
 
 
-def task_problem(study: "Study", task: Task) -> str | None:
-    """What the study asks of its task that the task lacks: a metric, a builtin prompt set."""
+def task_problem(spec: TaskSpec, metric: str, task: Task) -> str | None:
+    """What the study asks of its task that the task lacks: search.metric, a builtin prompt set of task:."""
     from ratiotune.core.metrics import MetricTable
 
     try:
         table = MetricTable(task)
     except ValueError as exc:
         return f"task: {exc}"
-    metric = study.search.metric
     if metric not in table.selectable:
         close = difflib.get_close_matches(metric, table.selectable, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -39,7 +35,7 @@ def task_problem(study: "Study", task: Task) -> str | None:
             f"{', '.join(table.selectable)}"
         )
     for split in PROMPT_SPLITS:
-        value = getattr(study.task, f"{split}_prompts")
+        value = getattr(spec, f"{split}_prompts")
         if value.startswith("builtin:") and value not in task.builtin_prompts:
             close = difflib.get_close_matches(value, list(task.builtin_prompts), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

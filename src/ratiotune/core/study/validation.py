@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ratiotune.core.study.errors import StudyError
-from ratiotune.core.study.schema import ParamSpec, SearchSpec, Study
+from ratiotune.core.study.schema import Study
+from ratiotune.core.study.search_section import ParamSpec, SearchSpec
 
 
 def validate_study(raw: dict[str, Any], source: str = "study") -> Study:
