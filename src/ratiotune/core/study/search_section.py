@@ -111,9 +111,9 @@ class SearchSpec(Strict):
     sampler: Literal["tpe", "gp", "random", "qmc", "staged"] = Field(
         "tpe",
         description="Optuna sampler, seeded with train.seed: tpe, gp (Gaussian process, noisy objective), random, "
-        "qmc (scrambled Sobol), or staged (the learning rate on a grid of lr_points first, then each other value "
-        "moved off its default at the best learning rate: search/staged_sampler.py). tpe and gp draw their first "
-        "startup_trials trials at random.",
+        "qmc (scrambled Sobol), or staged (a grid of lr_points learning rates, each with the next combination of the "
+        "other choices, then the grid's configs best first by their pooled objective: search/staged_sampler.py). "
+        "tpe and gp draw their first startup_trials trials at random.",
     )
     lr_points: Optional[int] = Field(None, ge=2, description="staged: learning-rate grid points of its first stage (null = 10).")
     startup_trials: Optional[int] = Field(
