@@ -41,10 +41,14 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import yaml
+
+if TYPE_CHECKING:
+    from ratiotune.core.intensify import RacePlan
+    from ratiotune.core.race_protocol import RaceResult
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "studies" / "smoke.yaml"
@@ -318,8 +322,9 @@ def simulate_search(study, draws: Draws) -> list[SimTrial]:
 # --------------------------------------------------------------------------- the race
 
 
-def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]:
-    """race.py's race with table draws for Ray runs: the same plan, contenders and Race object."""
+def simulate_race(study, trials: list[SimTrial], draws: Draws) -> tuple[RaceResult, RacePlan, dict[str, Key]] | None:
+    """race.py's race with table draws for Ray runs: the same plan, contenders and Race object.
+    Its result, its plan and each contender's grid point; None when the plan refuses the race."""
     from ratiotune.core.intensify import PlanError
     from ratiotune.core.objective import trailing_mean
     from ratiotune.core.race_setup import race_setup, start_race
@@ -330,7 +335,7 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
     try:
         setup = race_setup(study, [(t.name, t.config, t.objective) for t in clean], search_epochs=sum(t.epoch for t in trials))
     except PlanError:
-        return {"refused": True}
+        return None
     keys = {t.name: t.key for t in clean}
     if setup.baseline is not None:
         keys[setup.baseline] = draws.point(study.hyperparameters(study.baseline()))
@@ -344,10 +349,7 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> dict[str, Any]
                 race.tell(request, None if run.diverged_epoch is not None else run.test, run.collapsed)
             else:
                 race.tell(request, None if run.diverged_epoch is not None else trailing_mean(run.curve[:epochs], window))
-    result = race.result()
-    result["keys"] = keys
-    result["plan"] = setup.plan
-    return result
+    return race.result(), setup.plan, keys
 
 
 # --------------------------------------------------------------------------- one study, one design
@@ -422,19 +424,20 @@ def simulate_study(
     elif design.pick == "objective" or not study.race.enabled:
         shipped = max(clean, key=lambda t: t.objective).key
     else:
-        result = simulate_race(study, trials, draws)
-        if result.get("refused"):
+        raced = simulate_race(study, trials, draws)
+        if raced is None:
             record["refused"] = True
             shipped = baseline_key
         else:
-            record["passed_gate"] = result["recommend"]
-            record["looks"] = result["gate"]["look"]
-            record["fallbacks"] = len(result["passed_over"])
-            record["ceiling_epochs"] = result["plan"].ceiling * study.train.epochs
-            name = result["recommended"] or result["shown"]
-            shipped = result["keys"][name]
-            confirmed = result["confirmed"][name]
-            shipped_values, collapsed = confirmed["values"], confirmed["collapsed"]
+            result, plan, keys = raced
+            record["passed_gate"] = result.recommend
+            record["looks"] = result.gate.look
+            record["fallbacks"] = len(result.passed_over)
+            record["ceiling_epochs"] = plan.ceiling * study.train.epochs
+            name = result.recommended or result.shown
+            shipped = keys[name]
+            confirmed = result.confirmed[name]
+            shipped_values, collapsed = confirmed.values, confirmed.collapsed
             record.update(prediction_check(table, shipped, shipped_values, collapsed))
     true = table.true_value(shipped)
     record.update(

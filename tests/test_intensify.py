@@ -37,7 +37,7 @@ def test_every_contender_runs_the_same_seeds_in_order_and_the_first_round_has_mi
     assert sorted(batches[1]) == sorted((n, s) for n in table for s in SEEDS[2:4])
     assert len(batches) == 2 and policy.stop_reason == "every contender left has max_seeds (4)"
     assert policy.winner == "a"  # the challenger with the better mean on the incumbent's seeds takes over
-    assert policy.trace[0]["incumbent_changed"] and policy.trace[0]["cut"] == []
+    assert policy.trace[0].incumbent_changed and policy.trace[0].cut == []
 
 
 def test_a_dominated_challenger_is_cut_only_after_two_paired_seeds():
@@ -49,9 +49,9 @@ def test_a_dominated_challenger_is_cut_only_after_two_paired_seeds():
     assert {seed for _, seed in batch} == set(SEEDS[:2])  # no decision is taken on one seed
     for name, seed in batch:
         policy.record(name, seed, table[name][SEEDS.index(seed)])
-    assert policy.trace[0]["cut"] == ["bad"]
-    cut_row = next(r for r in policy.trace[0]["standings"] if r["contender"] == "bad")
-    assert cut_row["vs_incumbent"] == {"seeds": 2, "wins": 0, "losses": 2, "ties": 0, "p_worse": 0.25}
+    assert policy.trace[0].cut == ["bad"]
+    cut_row = next(r for r in policy.trace[0].standings if r.contender == "bad")
+    assert cut_row.vs_incumbent == {"seeds": 2, "wins": 0, "losses": 2, "ties": 0, "p_worse": 0.25}
     drive(policy, table)
     assert "bad" not in policy.survivors() and "close" in policy.survivors()
 
@@ -74,9 +74,9 @@ def test_a_diverged_run_scores_the_worst_value_and_counts_in_n():
     table = {"base": [0.2, 0.2] + [0.2] * 18, "flaky": [0.9, None] + [0.9] * 18}
     policy = Intensifier(["base", "flaky"], spec, SEEDS, budget=100, worst=0.0)
     drive(policy, table)
-    row = next(r for r in policy.summary()["final"] if r["contender"] == "flaky")
-    assert row["values"] == [0.9, 0.0] and row["diverged"] == [SEEDS[1]]
-    assert row["mean"] == pytest.approx(0.45)  # not 0.9: the diverged seed counts
+    row = next(r for r in policy.summary().final if r.contender == "flaky")
+    assert row.values == [0.9, 0.0] and row.diverged == [SEEDS[1]]
+    assert row.mean == pytest.approx(0.45)  # not 0.9: the diverged seed counts
     assert policy.spent == 4
 
 
@@ -90,12 +90,12 @@ def test_compute_saved_on_a_cut_contender_buys_the_survivors_more_seeds():
     policy = Intensifier(["base", "good", "bad"], spec, SEEDS, budget=16, worst=0.0)
     drive(policy, with_bad)
     assert "bad" not in policy.survivors()
-    assert {len(r["seeds"]) for r in policy.summary()["final"] if r["contender"] != "bad"} == {7}
+    assert {len(r.seeds) for r in policy.summary().final if r.contender != "bad"} == {7}
     assert policy.spent <= 16
     # Without the cut (a level nothing reaches) the same budget gives each of the three 5 seeds (2, 4, then 1 more).
     strict = Intensifier(["base", "good", "bad"], RaceSpec(min_seeds=2, max_seeds=8, cut_level=0.01), SEEDS, budget=16, worst=0.0)
     drive(strict, with_bad)
-    assert {len(r["seeds"]) for r in strict.summary()["final"]} == {5} and strict.spent == 15
+    assert {len(r.seeds) for r in strict.summary().final} == {5} and strict.spent == 15
 
 
 def test_the_budget_is_never_exceeded_and_a_too_small_one_is_refused():
@@ -126,9 +126,9 @@ def test_the_gate_recommends_a_winner_that_beats_the_baseline_on_every_seed():
         max_collapse_share=0.25,
         confidence=0.9,
     )
-    assert result["recommend"] and result["margin_lower"] > 0.2 and not result["second_look"]
+    assert result.recommend and result.margin_lower > 0.2 and not result.second_look
     d = np.array([0.30, 0.23, 0.37, 0.27])  # the 90% one-sided t bound: mean - t(0.90, 3)·sd/sqrt(4)
-    assert result["confidence"] == 0.9 and result["margin_lower"] == pytest.approx(d.mean() - 1.637744 * d.std(ddof=1) / 2)
+    assert result.confidence == 0.9 and result.margin_lower == pytest.approx(d.mean() - 1.637744 * d.std(ddof=1) / 2)
 
 
 def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
@@ -140,9 +140,9 @@ def test_the_gate_refuses_a_collapsed_winner_even_with_a_positive_margin():
         max_collapse_share=0.25,
         confidence=0.9,
     )
-    assert not result["recommend"]
-    assert "collapsed on 2 of 4 seeds" in result["reason"]
-    assert result["collapse"]["share"] == 0.5 and result["collapse"]["wilson95"][0] < 0.5 < result["collapse"]["wilson95"][1]
+    assert not result.recommend
+    assert "collapsed on 2 of 4 seeds" in result.reason
+    assert result.collapse.share == 0.5 and result.collapse.wilson95[0] < 0.5 < result.collapse.wilson95[1]
 
 
 def test_the_gate_refuses_a_winner_whose_margin_bound_is_not_above_zero():
@@ -150,13 +150,13 @@ def test_the_gate_refuses_a_winner_whose_margin_bound_is_not_above_zero():
     result = gate(
         [0.0, 0.0, 0.0, 0.0], [0.1, 0.05, 0.2, 0.1], collapsed=[True] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9
     )
-    assert not result["recommend"] and "lower bound" in result["reason"] and not result["second_look"]  # behind: no second look
+    assert not result.recommend and "lower bound" in result.reason and not result.second_look  # behind: no second look
     # A mean margin of +0.1 on 4 noisy seeds is not shown either: lower bound below 0.
     noisy = gate(
         [0.6, 0.1, 0.5, 0.2], [0.2, 0.3, 0.3, 0.2], collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, confidence=0.9
     )
-    assert noisy["margin"]["mean"] == pytest.approx(0.1) and noisy["margin_lower"] < 0 and not noisy["recommend"]
-    assert noisy["second_look"]  # ahead on the mean: more paired seeds may show it
+    assert noisy.margin["mean"] == pytest.approx(0.1) and noisy.margin_lower < 0 and not noisy.recommend
+    assert noisy.second_look  # ahead on the mean: more paired seeds may show it
 
 
 def test_a_diverged_confirmation_run_counts_in_the_gate_as_the_worst_value():
@@ -171,16 +171,16 @@ def test_a_diverged_confirmation_run_counts_in_the_gate_as_the_worst_value():
         max_collapse_share=0.3,
         confidence=0.9,
     )
-    assert clean["recommend"] and not flaky["recommend"]
-    assert flaky["margin"]["n"] == 4 and flaky["margin"]["mean"] == pytest.approx((0.2 - 0.2 + 0.23 + 0.22) / 4)
+    assert clean.recommend and not flaky.recommend
+    assert flaky.margin["n"] == 4 and flaky.margin["mean"] == pytest.approx((0.2 - 0.2 + 0.23 + 0.22) / 4)
 
 
 def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
     result = gate(
         [0.2] * 4, [0.2] * 4, collapsed=[False] * 4, worst=0.0, max_collapse_share=0.25, winner_is_baseline=True, confidence=0.9
     )
-    assert not result["recommend"] and "the race kept the baseline" in result["reason"]
-    assert result["margin"]["mean"] == 0.0  # the figures beside it are still computed
+    assert not result.recommend and "the race kept the baseline" in result.reason
+    assert result.margin["mean"] == 0.0  # the figures beside it are still computed
 
 
 # --------------------------------------------------------------------------- the plan

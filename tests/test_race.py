@@ -153,7 +153,7 @@ def race_summary(tiny_study, winner_test: list[float], baseline_test: list[float
             )
             trials.append(trial)
             protocol.tell(r, value, value == 0.0)
-    assert protocol.result()["selection_winner"] == "trial_a" and protocol.result()["confirm_seeds"] == [3, 4, 5, 6]
+    assert protocol.result().selection_winner == "trial_a" and protocol.result().confirm_seeds == [3, 4, 5, 6]
     return summarize(study, field, protocol.result(), trials, the_plan, 8, 0.0)
 
 

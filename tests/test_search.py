@@ -174,9 +174,9 @@ def test_the_race_object_replayed_on_the_recorded_runs_gives_the_recorded_verdic
                 race.tell(request, run_value(study, run))
     result = race.result()
     assert sorted(asked) == sorted(recorded)  # every recorded run, no other
-    assert result["recommend"] == summary["gate"]["recommend"] and result["shown"] == summary["winner"]["search_trial"]
-    assert result["gate"]["margin_lower"] == summary["gate"]["margin_lower"]
-    assert summary["recommended"]["which"] == ("winner" if result["recommend"] else "baseline")
+    assert result.recommend == summary["gate"]["recommend"] and result.shown == summary["winner"]["search_trial"]
+    assert result.gate.margin_lower == summary["gate"]["margin_lower"]
+    assert summary["recommended"]["which"] == ("winner" if result.recommend else "baseline")
 
 
 def test_a_run_prints_a_short_progress_view_without_tracebacks(experiment):

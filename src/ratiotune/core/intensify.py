@@ -84,6 +84,51 @@ class _Contender:
     cut_in_round: int | None = None
 
 
+# What the selection hands on. race/summary.json's "selection" is a SelectionSummary as plain JSON
+# (core/race_protocol.as_json: dataclasses.asdict), so the field names and their order are the file's keys.
+
+
+@dataclass(frozen=True)
+class SelectionStanding:
+    """One contender after a round (or at the end): its seeds, values, mean, and how it fares."""
+
+    contender: str
+    seeds: list[int]
+    values: list[float]  # per seed, a diverged run scored as `worst`
+    diverged: list[int]  # the seeds it diverged or errored on
+    mean: float | None
+    status: str  # incumbent, alive or cut
+    # The paired sign test against the incumbent (Intensifier.paired); None for the incumbent itself,
+    # whose row in summary.json has no such key.
+    vs_incumbent: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of the selection: who was incumbent after it, who was cut, every standing."""
+
+    round: int
+    seeds: list[int]  # the seeds every contender left had after it
+    runs: int  # runs spent so far
+    incumbent: str
+    incumbent_changed: bool
+    cut: list[str]
+    standings: list[SelectionStanding]
+
+
+@dataclass(frozen=True)
+class SelectionSummary:
+    """The finished selection: the winner, survivors, runs spent, why it stopped, and every round."""
+
+    winner: str
+    survivors: list[str]
+    runs: int
+    budget: int
+    stop_reason: str | None
+    rounds: list[Round]
+    final: list[SelectionStanding]  # every contender that ran, in the contenders' order
+
+
 class Intensifier:
     """The race's selection. Contenders are names; the first is the incumbent to start with."""
 
@@ -117,7 +162,7 @@ class Intensifier:
         self._c = {name: _Contender(name, {}, set()) for name in contenders}
         self.incumbent = contenders[0]
         self.spent = 0
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[Round] = []
         self._pending: set[tuple[str, int]] = set()
         self._round_target: int | None = None
         # A single contender has nothing to race: it goes straight to the gate.
@@ -196,15 +241,15 @@ class Intensifier:
                 self._c[name].cut_in_round = number
                 cut.append(name)
         self.trace.append(
-            {
-                "round": number,
-                "seeds": self.seeds[: self._round_target],
-                "runs": self.spent,
-                "incumbent": self.incumbent,
-                "incumbent_changed": previous != self.incumbent,
-                "cut": cut,
-                "standings": [self.standing(name, number) for name in alive],
-            }
+            Round(
+                round=number,
+                seeds=self.seeds[: self._round_target],
+                runs=self.spent,
+                incumbent=self.incumbent,
+                incumbent_changed=previous != self.incumbent,
+                cut=cut,
+                standings=[self.standing(name) for name in alive],
+            )
         )
         if len(self.alive()) == 1:
             self._finish("one contender left")
@@ -217,20 +262,18 @@ class Intensifier:
                 else "the run budget cannot give every contender left one more seed"
             )
 
-    def standing(self, name: str, number: int | None = None) -> dict[str, Any]:
+    def standing(self, name: str) -> SelectionStanding:
         entry = self._c[name]
         seeds = sorted(entry.values)
-        row: dict[str, Any] = {
-            "contender": name,
-            "seeds": seeds,
-            "values": [entry.values[s] for s in seeds],
-            "diverged": sorted(entry.diverged),
-            "mean": self.mean(name),
-            "status": "incumbent" if name == self.incumbent else ("cut" if not entry.alive else "alive"),
-        }
-        if name != self.incumbent:
-            row["vs_incumbent"] = self.paired(name, self.incumbent)
-        return row
+        return SelectionStanding(
+            contender=name,
+            seeds=seeds,
+            values=[entry.values[s] for s in seeds],
+            diverged=sorted(entry.diverged),
+            mean=self.mean(name),
+            status="incumbent" if name == self.incumbent else ("cut" if not entry.alive else "alive"),
+            vs_incumbent=None if name == self.incumbent else self.paired(name, self.incumbent),
+        )
 
     def _finish(self, reason: str) -> None:
         self.done = True
@@ -253,17 +296,16 @@ class Intensifier:
         alive = self.alive()
         return sorted(alive, key=lambda n: (n != self.incumbent, -self.sign * (self.mean(n) or 0.0)))
 
-    def summary(self) -> dict[str, Any]:
-        """Plain dict: the winner, survivors, runs spent, why it stopped, and every round."""
-        return {
-            "winner": self.incumbent,
-            "survivors": self.survivors(),
-            "runs": self.spent,
-            "budget": self.budget,
-            "stop_reason": self._stop_reason,
-            "rounds": self.trace,
-            "final": [self.standing(name) for name in self._order if self._c[name].values],
-        }
+    def summary(self) -> SelectionSummary:
+        return SelectionSummary(
+            winner=self.incumbent,
+            survivors=self.survivors(),
+            runs=self.spent,
+            budget=self.budget,
+            stop_reason=self._stop_reason,
+            rounds=list(self.trace),
+            final=[self.standing(name) for name in self._order if self._c[name].values],
+        )
 
 
 def selection_cost(contenders: int, settings: RaceSettings) -> int:
@@ -383,6 +425,35 @@ def plan(
 # --------------------------------------------------------------------------- the gate
 
 
+@dataclass(frozen=True)
+class Collapse:
+    """The winner's collapses on the gated seeds."""
+
+    collapsed: int
+    n: int
+    share: float | None  # None without seeds
+    wilson95: list[float] | None  # stats.wilson's 95% interval of the share
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The gate's decision on one look, with every figure it used (summary.json's "gate", in this order)."""
+
+    rule: str  # the rule in words, with its level
+    confidence: float  # this look's one-sided confidence
+    collapse: Collapse
+    margin: dict[str, Any] | None  # stats.describe of the paired differences; None without a baseline
+    margin_lower: float | None  # their one-sided `confidence` lower bound; None without a baseline or below 2 seeds
+    second_look: bool  # fell short, but ahead on the mean: more paired seeds may change the verdict
+    recommend: bool
+    reason: str
+    # Which look this was, of how many the race may take, and the race's own confidence:
+    # core/race_protocol.Race sets them (dataclasses.replace); gate() alone leaves them unset.
+    look: int | None = None
+    max_looks: int | None = None
+    race_confidence: float | None = None
+
+
 def gate(
     winner: list[float | None],
     baseline: list[float | None] | None,
@@ -393,7 +464,7 @@ def gate(
     mode: str = "max",
     winner_is_baseline: bool = False,
     confidence: float,
-) -> dict[str, Any]:
+) -> Gate:
     """Recommend the winner only if it beats the baseline on paired seeds and rarely collapses.
 
     winner[i] and baseline[i] are the same seed's final-epoch test values (None = diverged or
@@ -407,41 +478,37 @@ def gate(
     n_collapsed = sum(collapsed)
     share = n_collapsed / len(collapsed) if collapsed else None
     level = f"{confidence:.1%}".replace(".0%", "%")
-    out: dict[str, Any] = {
-        "rule": f"recommend if the one-sided {level} lower bound of the mean paired improvement over the baseline "
-        f"is > 0 and the collapse share is <= {max_collapse_share:g}",
-        "confidence": confidence,
-        "collapse": {
-            "collapsed": n_collapsed,
-            "n": len(collapsed),
-            "share": share,
-            "wilson95": wilson(n_collapsed, len(collapsed)),
-        },
-        "margin": None,
-        "margin_lower": None,
-        "second_look": False,
-    }
+    rule = (
+        f"recommend if the one-sided {level} lower bound of the mean paired improvement over the baseline "
+        f"is > 0 and the collapse share is <= {max_collapse_share:g}"
+    )
+    collapse = Collapse(n_collapsed, len(collapsed), share, wilson(n_collapsed, len(collapsed)))
     collapse_ok = share is not None and share <= max_collapse_share
     if baseline is None:
-        out.update(
-            recommend=collapse_ok and not winner_is_baseline,
-            reason=(
-                "no baseline to compare with; "
-                + ("collapse share within bound" if collapse_ok else f"collapse share {share:.0%} above {max_collapse_share:g}")
-            ),
+        reason = "no baseline to compare with; " + (
+            "collapse share within bound" if collapse_ok else f"collapse share {share:.0%} above {max_collapse_share:g}"
         )
-        return out
+        return Gate(
+            rule,
+            confidence,
+            collapse,
+            margin=None,
+            margin_lower=None,
+            second_look=False,
+            recommend=collapse_ok and not winner_is_baseline,
+            reason=reason,
+        )
     b = [worst if v is None else v for v in baseline]
     sign = 1 if mode == "max" else -1
     diffs = [sign * (x - y) for x, y in zip(w, b)]
-    out["margin"] = describe(diffs)
+    margin = describe(diffs)
     bound = lower_bound(diffs, confidence)
-    out["margin_lower"] = bound
     if winner_is_baseline:
         # The figures of the best challenger beside it are shown; the selection already said no.
-        out.update(recommend=False, reason="the race kept the baseline: no challenger beat it on paired seeds")
-        return out
+        reason = "the race kept the baseline: no challenger beat it on paired seeds"
+        return Gate(rule, confidence, collapse, margin, margin_lower=bound, second_look=False, recommend=False, reason=reason)
     beats = bound is not None and bound > 0
+    recommend = beats and collapse_ok
     reasons = []
     if not beats:
         reasons.append(
@@ -450,7 +517,13 @@ def gate(
         )
     if not collapse_ok:
         reasons.append(f"it collapsed on {n_collapsed} of {len(collapsed)} seeds (share above {max_collapse_share:g})")
-    out["recommend"] = beats and collapse_ok
-    out["second_look"] = not out["recommend"] and bool(diffs) and sum(diffs) > 0
-    out["reason"] = "it beats the baseline on paired fresh seeds" if out["recommend"] else "; ".join(reasons)
-    return out
+    return Gate(
+        rule,
+        confidence,
+        collapse,
+        margin=margin,
+        margin_lower=bound,
+        second_look=not recommend and bool(diffs) and sum(diffs) > 0,
+        recommend=recommend,
+        reason="it beats the baseline on paired fresh seeds" if recommend else "; ".join(reasons),
+    )

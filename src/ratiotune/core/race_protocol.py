@@ -10,7 +10,7 @@ it asks for (config, seed) runs, is told their figures, and ends in a decision).
     while (stage := race.ask()) is not None:
         for request in stage.requests:
             race.tell(request, value, collapsed=...)     # value None: diverged or errored
-    race.result()
+    race.result()                                        # a RaceResult; as_json(it) for race/summary.json
 
 The stages, in order (the names are the round folders under EXPERIMENT/race/):
 1. `round-0`, `round-1`, ...: the selection (intensify.Intensifier) on seeds seed(0..max_seeds-1):
@@ -32,10 +32,11 @@ bench/simulate.py --error-rates measures it on the table (docs/search-quality.md
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ratiotune.core.intensify import Intensifier, RacePlan, RaceSettings, gate
+from ratiotune.core.intensify import Gate, Intensifier, RacePlan, RaceSettings, SelectionSummary, gate
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,52 @@ class _Confirmation:
 
     values: dict[int, float | None] = field(default_factory=dict)
     collapsed: dict[int, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A confirmed contender's final test figures on the confirmation seeds (None = diverged, scored `worst`)."""
+
+    contender: str
+    seeds: list[int]
+    values: list[float | None]
+    collapsed: list[bool]
+
+
+@dataclass(frozen=True)
+class PassedOver(Standing):
+    """A winner refused for its collapses, on the seeds it was gated on, and the gate's reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """What the race decided and every figure it used. core/race_summary.py builds race/summary.json
+    from it, through as_json: the field names are the file's keys."""
+
+    selection: SelectionSummary
+    selection_winner: str
+    kept_baseline: bool
+    shown: str  # the challenger gated (or, beside a kept baseline, only shown)
+    confirm_seeds: list[int]
+    confirmed: dict[str, Standing]  # every contender confirmed, by name
+    gate: Gate  # the last look's decision
+    passed_over: list[PassedOver]  # in the order they were refused
+    recommend: bool
+    recommended: str | None  # shown if recommended, else the baseline (None: no baseline)
+    which: str | None  # "winner", "baseline", or None (nothing passed, no baseline)
+    runs: int
+
+
+def as_json(value: Any) -> Any:
+    """A typed result (RaceResult, Gate, SelectionSummary, ...) as plain JSON values: dataclasses.asdict,
+    except that an incumbent's selection standing has no vs_incumbent key (race/summary.json never had one)."""
+    return dataclasses.asdict(value, dict_factory=_without_absent_vs_incumbent)
+
+
+def _without_absent_vs_incumbent(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {k: v for k, v in pairs if not (k == "vs_incumbent" and v is None)}
 
 
 def looks(settings: RaceSettings) -> int:
@@ -110,8 +157,8 @@ class Race:
         self.confirm_seeds: list[int] = []
         self.shown: str | None = None  # the challenger whose confirmation is gated (or shown beside a kept baseline)
         self.kept_baseline = False
-        self.decision: dict[str, Any] | None = None
-        self.passed_over: list[dict[str, Any]] = []  # winners refused for their collapses, in order
+        self.decision: Gate | None = None
+        self.passed_over: list[PassedOver] = []  # winners refused for their collapses, in order
         self.looks_taken = 0
         self.runs = 0
         self.done = False
@@ -158,9 +205,9 @@ class Race:
             return Stage(name, [Request(name, c, s, False) for c, s in batch])
         if self.shown is None:  # the selection is over: confirm its winner beside the baseline
             return self._confirmation_stage()
-        if self.decision is None or self.decision["recommend"] or self.kept_baseline:
+        if self.decision is None or self.decision.recommend or self.kept_baseline:
             return None
-        if self.decision["second_look"] and self.looks_taken == 1 and self.settings.second_look_seeds > 0:
+        if self.decision.second_look and self.looks_taken == 1 and self.settings.second_look_seeds > 0:
             start = self.settings.max_seeds + len(self.confirm_seeds)
             more = [self.seed(start + j) for j in range(self.settings.second_look_seeds)]
             self.confirm_seeds += more
@@ -168,7 +215,7 @@ class Race:
         if self._refused_for_collapse() and self.baseline is not None and len(self.passed_over) < self.settings.fallbacks:
             candidates = [r for r in self.runners_up if r not in self._confirmed]
             if candidates:
-                self.passed_over.append(self._standing(self.shown) | {"reason": self.decision["reason"]})
+                self.passed_over.append(PassedOver(**vars(self._standing(self.shown)), reason=self.decision.reason))
                 self.shown = candidates[0]
                 name = f"fallback-{len(self.passed_over)}"
                 return Stage(name, [Request(name, self.shown, s, True) for s in self.confirm_seeds])
@@ -179,8 +226,8 @@ class Race:
         self.kept_baseline = winner == self.baseline
         if self.kept_baseline:
             # The best challenger that raced runs beside the baseline, so its figures can be shown.
-            raced = [r for r in self.selection.summary()["final"] if r["contender"] != self.baseline]
-            self.shown = max(raced, key=lambda r: self.sign * r["mean"])["contender"]
+            raced = [r for r in self.selection.summary().final if r.contender != self.baseline]
+            self.shown = max(raced, key=lambda r: self.sign * r.mean).contender
         else:
             self.shown = winner
         self.confirm_seeds = [self.seed(self.settings.max_seeds + j) for j in range(self.plan.confirm_seeds)]
@@ -197,7 +244,7 @@ class Race:
         winner = self._confirmed[self.shown]
         seeds = self.confirm_seeds
         base = self._confirmed.get(self.baseline) if self.baseline is not None else None
-        self.decision = gate(
+        decision = gate(
             [winner.values[s] for s in seeds],
             None if base is None else [self.worst if base.values[s] is None else base.values[s] for s in seeds],
             collapsed=[winner.collapsed[s] for s in seeds],
@@ -207,43 +254,44 @@ class Race:
             winner_is_baseline=self.kept_baseline,
             confidence=self.look_confidence,
         )
-        self.decision.update(look=self.looks_taken, max_looks=looks(self.settings), race_confidence=self.settings.confidence)
+        self.decision = dataclasses.replace(
+            decision, look=self.looks_taken, max_looks=looks(self.settings), race_confidence=self.settings.confidence
+        )
 
     def _refused_for_collapse(self) -> bool:
-        share = self.decision["collapse"]["share"]
-        return not self.decision["recommend"] and share is not None and share > self.settings.max_collapse_share
+        share = self.decision.collapse.share
+        return not self.decision.recommend and share is not None and share > self.settings.max_collapse_share
 
     # ----------------------------------------------------------------- the result
 
-    def _standing(self, name: str) -> dict[str, Any]:
+    def _standing(self, name: str) -> Standing:
         entry = self._confirmed[name]
-        return {
-            "contender": name,
-            "seeds": list(self.confirm_seeds),
-            "values": [entry.values[s] for s in self.confirm_seeds],
-            "collapsed": [entry.collapsed[s] for s in self.confirm_seeds],
-        }
+        return Standing(
+            contender=name,
+            seeds=list(self.confirm_seeds),
+            values=[entry.values[s] for s in self.confirm_seeds],
+            collapsed=[entry.collapsed[s] for s in self.confirm_seeds],
+        )
 
-    def result(self) -> dict[str, Any]:
-        """What the race decided: the verdict and every figure it used (plain values)."""
+    def result(self) -> RaceResult:
+        """What the race decided: the verdict and every figure it used."""
         if not self.done:
             raise RuntimeError("the race has not finished: ask() until it returns None")
-        recommend = bool(self.decision and self.decision["recommend"])
-        which = "winner" if recommend else ("baseline" if self.baseline is not None else None)
-        return {
-            "selection": self.selection.summary(),
-            "selection_winner": self.selection.winner,
-            "kept_baseline": self.kept_baseline,
-            "shown": self.shown,
-            "confirm_seeds": list(self.confirm_seeds),
-            "confirmed": {name: self._standing(name) for name in self._confirmed},
-            "gate": self.decision,
-            "passed_over": self.passed_over,
-            "recommend": recommend,
-            "recommended": self.shown if recommend else self.baseline,
-            "which": which,
-            "runs": self.runs,
-        }
+        recommend = self.decision.recommend
+        return RaceResult(
+            selection=self.selection.summary(),
+            selection_winner=self.selection.winner,
+            kept_baseline=self.kept_baseline,
+            shown=self.shown,
+            confirm_seeds=list(self.confirm_seeds),
+            confirmed={name: self._standing(name) for name in self._confirmed},
+            gate=self.decision,
+            passed_over=list(self.passed_over),
+            recommend=recommend,
+            recommended=self.shown if recommend else self.baseline,
+            which="winner" if recommend else ("baseline" if self.baseline is not None else None),
+            runs=self.runs,
+        )
 
 
 def pick_contenders(ranked: list[tuple[str, dict[str, Any]]], baseline: dict[str, Any] | None, count: int) -> list[str]:

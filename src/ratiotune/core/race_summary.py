@@ -15,6 +15,7 @@ from typing import Any
 
 from ratiotune.core.experiment import ERRORED, INFEASIBLE, Experiment, TrialResult
 from ratiotune.core.intensify import RacePlan
+from ratiotune.core.race_protocol import RaceResult, as_json
 from ratiotune.core.stats import describe, predict_run
 from ratiotune.core.study import SEED_KEY, Study
 from ratiotune.core.values import final_row, finite, worst_end
@@ -141,21 +142,22 @@ def ended_collapsed(study: Study, value: float | None, mean_reward: float | None
 def summarize(
     study: Study,
     contenders: list[Contender],
-    result: dict[str, Any],
+    result: RaceResult,
     confirmation: list[TrialResult],
     plan: RacePlan,
     test_pairs: int,
     worst: float,
 ) -> dict[str, Any]:
     """race/summary.json from the protocol's result (Race.result()) and the confirmation runs: the plan,
-    every selection round, the confirmation, the gate as the protocol applied it, the recommendation."""
+    every selection round, the confirmation, the gate as the protocol applied it, the recommendation.
+    Plain JSON values: the typed result's parts go in through race_protocol.as_json."""
     metric = honest_metric(study.search.metric)
     names = [c.name for c in contenders]
-    shown = names.index(result["shown"])  # the confirmed challenger (beside a kept baseline: shown only)
+    shown = names.index(result.shown)  # the confirmed challenger (beside a kept baseline: shown only)
     winner = confirmed(study, confirmation, shown, worst)
-    selection = result["selection"]
-    race_score = next((row["mean"] for row in selection["final"] if row["contender"] == contenders[shown].name), None)
-    passed = {p["contender"] for p in result["passed_over"]}
+    selection = result.selection
+    race_score = next((row.mean for row in selection.final if row.contender == contenders[shown].name), None)
+    passed = {p.contender for p in result.passed_over}
     summary: dict[str, Any] = {
         "metric": study.search.metric,
         "honest_metric": metric,
@@ -170,14 +172,14 @@ def summarize(
         },
         "plan": dataclasses.asdict(plan),
         "seeds": {
-            "selection": sorted({s for row in selection["final"] for s in row["seeds"]}),
-            "confirmation": result["confirm_seeds"],
+            "selection": sorted({s for row in selection.final for s in row.seeds}),
+            "confirmation": result.confirm_seeds,
         },
         "selection": {
-            **selection,
+            **as_json(selection),
             "contenders": {c.name: {"config": c.config, "search_score": c.search_score} for c in contenders},
         },
-        "race_kept_baseline": result["kept_baseline"],
+        "race_kept_baseline": result.kept_baseline,
         "winner": {
             "search_trial": contenders[shown].name,
             "config": contenders[shown].config,
@@ -190,30 +192,30 @@ def summarize(
         # The challengers never cut nor passed over, best first: `retrain`'s candidates.
         "survivors": [
             {"search_trial": name, "config": contenders[names.index(name)].config}
-            for name in selection["survivors"]
+            for name in selection.survivors
             if name != BASELINE and name not in passed
         ]
         or [{"search_trial": contenders[shown].name, "config": contenders[shown].config}],
         "fallbacks": [
             {
-                "search_trial": p["contender"],
-                "config": contenders[names.index(p["contender"])].config,
-                "reason": p["reason"],
-                **confirmed(study, confirmation, names.index(p["contender"]), worst, p["seeds"]),
+                "search_trial": p.contender,
+                "config": contenders[names.index(p.contender)].config,
+                "reason": p.reason,
+                **confirmed(study, confirmation, names.index(p.contender), worst, p.seeds),
             }
-            for p in result["passed_over"]
+            for p in result.passed_over
         ],
-        "gate": result["gate"],
-        "margin": result["gate"]["margin"],
+        "gate": as_json(result.gate),
+        "margin": result.gate.margin,
     }
-    if BASELINE in result["confirmed"]:
+    if BASELINE in result.confirmed:
         base = names.index(BASELINE)
         summary["baseline"] = {
             "config": contenders[base].config,
             "hyperparameters": study.hyperparameters(contenders[base].config),
             **confirmed(study, confirmation, base, worst),
         }
-    which = result["which"]
+    which = result.which
     entry = summary.get(which) if which else None
     summary["recommended"] = {
         "which": which,

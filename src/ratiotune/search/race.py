@@ -135,8 +135,8 @@ def race(experiment: Experiment, *, log=print) -> dict[str, Any]:
         if not stage.requests[0].test:
             last = protocol.selection.trace[-1]
             log(
-                f"race {stage.name}: incumbent {label(last['incumbent'], contenders)}"
-                + (f"; cut {', '.join(label(c, contenders) for c in last['cut'])}" if last["cut"] else "")
+                f"race {stage.name}: incumbent {label(last.incumbent, contenders)}"
+                + (f"; cut {', '.join(label(c, contenders) for c in last.cut)}" if last.cut else "")
             )
     result = protocol.result()
     summary = summarize(study, contenders, result, confirmation, plan, test_pairs, worst)
