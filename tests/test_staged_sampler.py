@@ -81,7 +81,8 @@ def test_a_held_reward_scale_is_recorded_by_every_trial_and_searched_without_nor
     assert all("reward_scale" not in c for c in drive(study, score))  # never sampled
     lines = header(study, "studies/smoke.yaml", "X", None)
     assert "reward_scale 100 (held)" in lines[1] and "learning_rate 10-point log grid [3e-05, 0.01]" in lines[1]
-    assert any(line.startswith("note: reward_scale held at 100: it cancels under train.advantage_normalization: true") for line in lines)
+    note = "note: reward_scale held at 100: it cancels under train.advantage_normalization: true"
+    assert any(line.startswith(note) for line in lines)
 
     searched = load_study(REPO / "studies" / "smoke.yaml", ["train.advantage_normalization=false"])
     assert held_values(searched) == {}
