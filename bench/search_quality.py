@@ -68,17 +68,23 @@ SEED_STRIDE = 100  # search seed s trains with seed 100 s; its race and retrains
 RETRAIN_OFFSET = 50  # retrain seeds: 100 s + 50 + i, above any race seed (a race uses < 50)
 
 
-def smoke_study(seed: int, epochs: int | None) -> dict:
+def smoke_study(seed: int, epochs: int | None, defaults: tuple[str, ...] = ()) -> dict:
+    """smoke.yaml for search seed `seed`; `defaults`: `--set`-style overrides of the space's defaults
+    (bench/simulate.py's default_combinations), the user's other starting points."""
+    from ratiotune.core.study import apply_override
+
     raw = yaml.safe_load(SMOKE.read_text())
+    for override in defaults:
+        apply_override(raw, override)
     raw["train"]["seed"] = seed * SEED_STRIDE
     if epochs is not None:
         raw["train"]["epochs"] = epochs
     return raw
 
 
-def method_study(method: str, seed: int, epochs: int | None, budget: int | None = None) -> dict:
+def method_study(method: str, seed: int, epochs: int | None, budget: int | None = None, defaults: tuple[str, ...] = ()) -> dict:
     """The smoke study, changed only where the method differs."""
-    raw = smoke_study(seed, epochs)
+    raw = smoke_study(seed, epochs, defaults)
     raw["name"] = f"{method}-seed{seed}"
     if method == "random":
         epochs = raw["train"]["epochs"]
@@ -100,9 +106,9 @@ def run_search(raw: dict, storage: Path) -> tuple[Path, float]:
     return experiment_dir, time.perf_counter() - start
 
 
-def run_default(seed: int, storage: Path, epochs: int | None, keep: Path) -> dict:
+def run_default(seed: int, storage: Path, epochs: int | None, keep: Path, defaults: tuple[str, ...] = ()) -> dict:
     """The default pipeline on one search seed; its race summary is copied to keep/seed<S>.json."""
-    experiment_dir, search_s = run_search(method_study("default", seed, epochs), storage)
+    experiment_dir, search_s = run_search(method_study("default", seed, epochs, defaults=defaults), storage)
     start = time.perf_counter()
     summary = race.race(load_experiment(experiment_dir), log=lambda line: print(f"[bench] {line}", flush=True))
     keep.mkdir(parents=True, exist_ok=True)
@@ -192,12 +198,28 @@ def held_against(real: list[dict], prediction: dict) -> str:
     placed = [f"{r['table']:.3f} (percentile {100 * sum(v <= r['table'] for v in values) / n:.0f})" for r in real]
     hits = sum(r["table"] >= 0.85 * prediction["best"] for r in real)
     lo, hi = wilson(hits, len(real))
+    # Calibrated means as often below the simulated median as above: a two-sided sign test.
+    median = statistics.median(values)
+    below = sum(r["table"] < median for r in real)
+    above = sum(r["table"] > median for r in real)
+    sign_p = sign_test(below, above)
     return (
         f"real vs simulated: the default shipped {', '.join(placed)} of the simulator's {n} studies "
         f"(median {statistics.median(values):.3f}); >= 85% of the table's best ({prediction['best']:.3f}) in {hits} of "
         f"{len(real)} real studies ({lo:.0%}-{hi:.0%}) vs {prediction['share_85']:.0%} simulated; trial-epochs "
-        f"{', '.join(str(r['trial_epochs']) for r in real)} vs a simulated median of {prediction['trial_epochs']:.0f}"
+        f"{', '.join(str(r['trial_epochs']) for r in real)} vs a simulated median of {prediction['trial_epochs']:.0f}; "
+        f"below / above the simulated median {below} / {above} (two-sided sign test p = {sign_p:.2f})"
     )
+
+
+def sign_test(below: int, above: int) -> float:
+    """Two-sided exact binomial p-value of `below` vs `above` under 1/2 each (ties left out)."""
+    n = below + above
+    if n == 0:
+        return 1.0
+    k = min(below, above)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
 
 
 def main() -> None:
@@ -213,14 +235,27 @@ def main() -> None:
     parser.add_argument("--table", type=Path, default=REPO / "bench" / "table" / "smoke_table.csv")
     parser.add_argument("--out", type=Path, help="output prefix (default docs/bench/search_quality[_quick])")
     parser.add_argument("--num-cpus", type=int, default=os.cpu_count())
+    parser.add_argument(
+        "--default-only",
+        action="store_true",
+        help="the calibration check alone: real default studies placed in the simulated distribution (no random search, "
+        "no seed-config, values from the table)",
+    )
+    parser.add_argument(
+        "--vary-defaults",
+        action="store_true",
+        help="search seed s > 0 starts from gens/tokens default combination s (cycling over all of them; seed 0: smoke's own)",
+    )
     args = parser.parse_args()
-    retrain_seeds = args.retrain_seeds if args.retrain_seeds is not None else (0 if args.quick else 6)
+    retrain_seeds = args.retrain_seeds if args.retrain_seeds is not None else (0 if args.quick or args.default_only else 6)
     search_seeds = args.seeds or (2 if args.quick else 4)
     epochs = args.epochs
     sim = simulate_module()
     table = sim.load_table(args.table)
     prediction = predicted(sim, table)
-    out = args.out or REPO / "docs" / "bench" / ("search_quality_quick" if args.quick else "search_quality")
+    name = "search_quality_calibration" if args.default_only else "search_quality_quick" if args.quick else "search_quality"
+    out = args.out or REPO / "docs" / "bench" / name
+    study0 = validate_study(smoke_study(0, epochs))
     out.parent.mkdir(parents=True, exist_ok=True)
 
     import ray
@@ -232,13 +267,18 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ratiotune-bench-") as tmp:
         storage = Path(tmp)
+        combinations = sim.default_combinations(SMOKE)
+        own = next(i for i, c in enumerate(combinations) if validate_study(smoke_study(0, epochs, c)).search == study0.search)
         for seed in range(search_seeds):
-            study = validate_study(smoke_study(seed, epochs))
+            defaults = combinations[(own + seed) % len(combinations)] if args.vary_defaults else ()
+            study = validate_study(smoke_study(seed, epochs, defaults))
             fresh = [seed * SEED_STRIDE + RETRAIN_OFFSET + i for i in range(retrain_seeds)]
-            default = run_default(seed, storage, epochs, keep=out.parent / f"{out.name}_race")
-            random = run_random(seed, storage, epochs, budget=default["trial_epochs"])
-            methods = {"default": default, "random": random}
-            if seed == 0:
+            default = run_default(seed, storage, epochs, keep=out.parent / f"{out.name}_race", defaults=defaults)
+            default["defaults"] = " ".join(o.split(".")[2] + "=" + o.split("=")[1] for o in defaults) or "smoke's"
+            methods = {"default": default}
+            if not args.default_only:
+                methods["random"] = run_random(seed, storage, epochs, budget=default["trial_epochs"])
+            if seed == 0 and not args.default_only:
                 methods["seed-config"] = {
                     "config": study.baseline(),
                     "reported": None,
@@ -271,6 +311,7 @@ def main() -> None:
                         "trial_epochs": result["trial_epochs"],
                         "wall_s": round(result["wall_s"]),
                         "config": {k: result["config"][k] for k in study.search.space},
+                        "defaults": result.get("defaults", ""),
                     }
                 )
                 write_csv(out.with_suffix(".csv"), records)  # after every run: a kill keeps what was measured
