@@ -193,11 +193,11 @@ def load_table(path: Path = TABLE) -> Table:
             epochs = sorted((k for k in row if k[:1] == "e" and k[1:].isdigit()), key=lambda k: int(k[1:]))
             curve = tuple(float(row[k]) for k in epochs if row[k] != "")
             diverged = int(row["diverged_epoch"]) if row["diverged_epoch"] else None
-            # Collapsed as race.ended_collapsed counts it: diverged, silent (every test reward 0), or the
-            # final test figure at the worst end of its range, what a user sees as "0.000".
+            # `collapsed` is race_summary.ended_collapsed's verdict, which bench/table.py wrote (the one
+            # collapse rule); a collapsed or diverged run's test figure counts as 0.
             figure = row.get("test_value", row.get("test_in_range"))
-            test = 0.0 if row["collapsed"] == "1" or figure == "" else float(figure)
-            collapsed = row["collapsed"] == "1" or test == 0.0
+            collapsed = row["collapsed"] == "1"
+            test = 0.0 if collapsed or figure == "" else float(figure)
             key = (float(row["learning_rate"]), int(row["num_generations"]), int(row["max_new_tokens"]))
             runs.setdefault(key, {})[int(row["seed"])] = Run(curve, diverged, test, collapsed, float(row["seconds"]))
     return Table(runs, study)
