@@ -242,7 +242,10 @@ def test_a_notebook_gets_the_diagnostics_the_report_prints(experiment, tmp_path)
     text = exp.write_report(tmp_path / "report").read_text()
     printed = text.split("## Warnings\n\n", 1)[1].split("\n\n## ", 1)[0].splitlines()
     assert printed == [f"- {w}" for w in found.warnings]
-    assert any("reward_scale has no effect" in w for w in found.warnings)  # normalization on, reward_scale searched
+    assert any("reward_scale has no effect" in w for w in found.warnings)  # normalization on, reward_scale listed
+    # ... and held at its default: no importance, edge or near-zero warning is about that one constant.
+    assert found.importance is None or "reward_scale" not in found.importance.values
+    assert not any("reward_scale" in w for w in found.warnings if "has no effect" not in w)
     if found.noise is None:
         assert "- Noise:" not in text and found.winner_distinguishable is None
     else:

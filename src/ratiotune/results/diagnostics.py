@@ -24,6 +24,7 @@ from ratiotune.core.experiment import (
     error_summary,
     metric_direction,
 )
+from ratiotune.core.hyperparameters import held_values
 from ratiotune.core.study import ParamSpec, Study
 
 TOP = 3  # trials compared for noise (and highlighted in the report's curves)
@@ -72,7 +73,7 @@ def compute_importance(experiment: Experiment, metric: str, mode: str) -> Import
     from optuna.importance import PedAnovaImportanceEvaluator, get_param_importances
 
     study = experiment.study
-    names = searched(study)
+    names = [n for n in searched(study) if n not in held_values(study)]  # a held value is one constant: nothing to rank
     distributions = {}
     for name in names:
         spec = study.search.space[name]
@@ -157,6 +158,8 @@ def edge_warnings(study: Study, best: TrialResult) -> list[str]:
     """A best value in the outer part of its range: the optimum may lie outside it."""
     found = []
     for name in searched(study):
+        if name in held_values(study):
+            continue  # held at its default: its place in the range says nothing
         spec = study.search.space[name]
         value = best.config.get(name)
         if value is None:
@@ -200,7 +203,7 @@ def no_effect_warnings(study: Study, importance: Importance | None) -> list[str]
             "off if you mean to study the scale. `ratiotune check STUDY.yaml` measures this on your model."
         )
     if importance is not None:
-        flat = [n for n in names if importance.values.get(n, 0.0) < NEAR_ZERO_IMPORTANCE]
+        flat = [n for n in importance.values if importance.values[n] < NEAR_ZERO_IMPORTANCE]
         if flat:
             trust = (
                 f" Only {importance.trials} trials went into it, too few to trust (≥ {FEW_TRIALS} needed), so read "
