@@ -287,7 +287,7 @@ def main() -> None:
                     "trial_epochs": 0,
                     "wall_s": 0.0,
                 }
-            if seed == 0:  # first, so a default that keeps the baseline shares its runs
+            if "seed-config" in methods:  # first, so a default that keeps the baseline shares its runs
                 methods = {"seed-config": methods.pop("seed-config"), **methods}
             for method, result in methods.items():
                 key = tuple(sorted((k, result["config"][k]) for k in study.search.space))
