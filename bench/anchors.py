@@ -8,9 +8,10 @@
 Each anchor is run as its documentation tells a user to run it on their own training function,
 here a blackbox over bench/simulate.py's table and noise model:
 
-- a study gets runs only through `simulate.Draws(table, study_seed).run(point, identity)`: one
-  identity is one training run (a config on one seed), drawn with replacement from the config's
-  draw seeds; the config's true value (what the study is judged on) comes from the other seeds;
+- a study gets runs only through `simulate.Draws(table, study_seed).run(point, identity, world="search")`:
+  one identity is one training run, and every run of a search is on the study's one search seed, as
+  ratiotune's own search trials are (simulate.py's "Seed worlds"); the config's true value (what the
+  study is judged on) comes from the other seeds;
 - evaluating (config, epochs) reads the drawn run's eval curve up to that epoch, and reports
   ratiotune's search objective there (`objective.trailing_mean`, the last 4 epochs); a run that
   diverged by then reports the worst value, 0 (the metric is a fraction in [0, 1]);
@@ -84,7 +85,7 @@ class Blackbox:
         if not self.affordable(identity, epochs):
             raise RuntimeError(f"{identity} at {epochs} epochs would pass the budget ({self.spent} of {self.budget} spent)")
         key = self.table.point(config)
-        run = self.draws.run(key, identity)
+        run = self.draws.run(key, identity, world="search")  # a search's trials share train.seed
         self.spent += self.cost(identity, epochs)
         self.trained[identity] = max(epochs, self.trained.get(identity, 0))
         self.draws.epochs = self.spent
@@ -278,7 +279,7 @@ def syne_anchor(kind: str) -> Callable[[Table, int, Blackbox], dict[str, Any]]:
 
             def _objective_function(self, configuration, fidelity=None, seed=None):
                 config = config_of(configuration)
-                run_ = box.draws.run(table.point(config), self.identity)
+                run_ = box.draws.run(table.point(config), self.identity, world="search")
                 per_epoch = run_.seconds / max(1, run_.epochs)
                 return np.array([[objective_at(run_, e), e * per_epoch] for e in range(1, epochs + 1)])
 
@@ -368,7 +369,7 @@ def ray_bohb(table: Table, seed: int, box: Blackbox) -> dict[str, Any]:
 
     class TableTrainable(tune.Trainable):
         def setup(self, config, table=None, study_seed=0):
-            self.run_ = Draws(table, study_seed).run(table.point(config_of(config)), f"ray-bohb/{self.trial_id}")
+            self.run_ = Draws(table, study_seed).run(table.point(config_of(config)), f"ray-bohb/{self.trial_id}", world="search")
             self.epoch = 0
 
         def step(self):

@@ -212,6 +212,22 @@ def held_against(real: list[dict], prediction: dict) -> str:
     )
 
 
+def place(sim, table, prediction: dict, calibration: Path, out: Path | None) -> None:
+    """`--place`: the real studies' shipped configs (fixed by their runs), valued in `table` and placed
+    in its prediction; written to <calibration>_placed.md beside the CSV."""
+    with calibration.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["method"] == "default"]
+    real = [
+        {"table": table_value(sim, table, yaml.safe_load(r["config"])), "trial_epochs": int(r["trial_epochs"])} for r in rows
+    ]
+    check = held_against(real, prediction)
+    command = "bench/search_quality.py " + " ".join(sys.argv[1:])
+    target = out or calibration.with_name(calibration.stem + "_placed.md")
+    target.write_text(f"`{command.strip()}` ({len(table.keys)} configs, {len(table.runs[table.keys[0]])}+ seeds each)\n\n{check}\n")
+    print(check)
+    print(f"wrote {target}")
+
+
 def sign_test(below: int, above: int) -> float:
     """Two-sided exact binomial p-value of `below` vs `above` under 1/2 each (ties left out)."""
     n = below + above
@@ -246,6 +262,13 @@ def main() -> None:
         action="store_true",
         help="search seed s > 0 starts from gens/tokens default combination s (cycling over all of them; seed 0: smoke's own)",
     )
+    parser.add_argument(
+        "--place",
+        type=Path,
+        metavar="CSV",
+        help="train nothing: value the configs a calibration CSV's real default studies shipped in --table and place "
+        "them in that table's simulated distribution (a table widened after the runs, the same real choices)",
+    )
     args = parser.parse_args()
     retrain_seeds = args.retrain_seeds if args.retrain_seeds is not None else (0 if args.quick or args.default_only else 6)
     search_seeds = args.seeds or (2 if args.quick else 4)
@@ -253,6 +276,9 @@ def main() -> None:
     sim = simulate_module()
     table = sim.load_table(args.table)
     prediction = predicted(sim, table)
+    if args.place:
+        place(sim, table, prediction, args.place, args.out)
+        return
     name = "search_quality_calibration" if args.default_only else "search_quality_quick" if args.quick else "search_quality"
     out = args.out or REPO / "docs" / "bench" / name
     study0 = validate_study(smoke_study(0, epochs))

@@ -20,10 +20,18 @@ its seconds. A simulated study runs the shipping code against that table instead
 Honest noise. Each study splits the table's seeds in two at random (half of the seeds every config
 has, half of the rest): one half defines each config's true value for that study (the mean final
 test figure, a collapsed or diverged run counted as 0) and the study never draws from it; every
-run the study needs (a search trial, a race run) is drawn with replacement from the other half,
-independently per (contender, seed). The split is redrawn per study because seeds have effects
-common to all configs (seeds 1 and 11 are bad for every top config of the smoke table): a fixed
-split would tilt truth against draws for good. Two search configs with different learning rates
+run the study needs (a search trial, a race run) comes from the other half. The split is redrawn
+per study because seeds have effects common to all configs (seeds 1 and 11 are bad for every top
+config of the smoke table): a fixed split would tilt truth against draws for good.
+
+Seed worlds. A real study trains every search trial on train.seed and every contender of race
+seed j on seed j, so the runs it compares share a seed, and a seed acts on every config alike (its
+sampling stream). The simulator keeps that: each study deals the draw seeds every config has out
+to its worlds, one per world (`search`, then each race seed as the race first asks for it), and a
+run in a world is that config's run on the world's table seed. Before, every run was an independent
+draw, which averaged the seed effects a real study sees whole; real studies shipped less than the
+simulator predicted (docs/search-quality.md, "Real runs"). Past the dealt seeds (more race seeds
+than the table has draw seeds) a run is an independent draw. Two search configs with different learning rates
 are different contenders even when they map to one grid point, and a learning rate between two
 grid points draws its runs from both neighbours.
 """
@@ -100,6 +108,7 @@ class Table:
         held = set(rng.permutation(common)[: (len(common) + 1) // 2].tolist())
         held |= set(rng.permutation(extra)[: (len(extra) + 1) // 2].tolist()) if extra else set()
         self.truth_seeds = {k: [s for s in sorted(by) if s in held] for k, by in runs.items()}
+        self.world_seeds = [s for s in common if s not in held]  # seeds a world can be dealt: every config has them
         self.draw_seeds = {k: [s for s in sorted(by) if s not in held] for k, by in runs.items()}
         self._true = {k: statistics.fmean(runs[k][s].test for s in self.truth_seeds[k]) for k in self.keys}
         # The mean of what studies draw: the truth of the simulated world the race decides in.
@@ -161,7 +170,9 @@ class Table:
         key = nearest(where) if isinstance(where[0], tuple) else where
         return [self.runs[key][s] for s in self.truth_seeds[key]]
 
-    def draw(self, where: Key | Mix, rng: np.random.Generator) -> Run:
+    def draw(self, where: Key | Mix, rng: np.random.Generator, seed: int | None = None) -> Run:
+        """A run of the grid point (of a mix's neighbour, drawn by weight): the one on `seed` (a world's),
+        else one of its draw seeds at random."""
         if isinstance(where[0], tuple):
             u, key = rng.random(), where[-1][0]
             for k, w in where:
@@ -171,6 +182,8 @@ class Table:
                 u -= w
         else:
             key = where
+        if seed is not None:
+            return self.runs[key][seed]
         seeds = self.draw_seeds[key]
         return self.runs[key][seeds[int(rng.integers(len(seeds)))]]
 
@@ -204,17 +217,30 @@ def load_table(path: Path = TABLE) -> Table:
 
 
 class Draws:
-    """One study's runs: (grid point, identity) -> a run drawn from the point's draw seeds. The same
-    identity always gets the same run; different identities are independent draws."""
+    """One study's runs: (grid point, identity, world) -> a run from the point's draw seeds. The same
+    identity always gets the same run; runs in one world share its table seed (the module's "Seed
+    worlds"); runs with no world are independent draws."""
 
-    def __init__(self, table: Table, study_seed: int, point: Callable[[dict[str, Any]], Mix] | None = None):
+    def __init__(
+        self, table: Table, study_seed: int, point: Callable[[dict[str, Any]], Mix] | None = None, worlds: bool = True
+    ):
         self.table, self.study_seed = table, study_seed
         self.point = point or table.point
+        self.worlds = worlds  # False: every run an independent draw (the null study's contenders)
         self.epochs = 0  # trial-epochs trained through this object
+        # This study's order of dealing the world seeds; a world gets the next one when first seen.
+        order = np.random.default_rng([study_seed, 29]).permutation(table.world_seeds).tolist()
+        self._deck, self._worlds = order, {}
 
-    def run(self, key: Mix, identity: str) -> Run:
+    def world_seed(self, world: str) -> int | None:
+        if world not in self._worlds:
+            n = len(self._worlds)
+            self._worlds[world] = self._deck[n] if n < len(self._deck) else None
+        return self._worlds[world]
+
+    def run(self, key: Mix, identity: str, world: str | None = None) -> Run:
         rng = np.random.default_rng([self.study_seed, zlib.crc32(identity.encode())])
-        return self.table.draw(key, rng)
+        return self.table.draw(key, rng, None if world is None or not self.worlds else self.world_seed(world))
 
 
 # --------------------------------------------------------------------------- one search
@@ -283,7 +309,7 @@ def simulate_search(study, draws: Draws) -> list[SimTrial]:
                 config,
                 {n: config[n] for n in study.searched()},
                 key,
-                draws.run(key, f"search/{len(trials)}"),
+                draws.run(key, f"search/{len(trials)}", world="search"),  # every trial trains on train.seed
                 ot_trial,
                 started_at=now,
             )
@@ -343,7 +369,7 @@ def simulate_race(study, trials: list[SimTrial], draws: Draws) -> tuple[RaceResu
     race = start_race(study, setup, worst=worst_value(study, study.search.metric), seed=lambda j: j)
     while (stage := race.ask()) is not None:
         for request in stage.requests:
-            run = draws.run(keys[request.contender], f"race/{request.contender}/{request.seed}")
+            run = draws.run(keys[request.contender], f"race/{request.contender}/{request.seed}", world=f"race/{request.seed}")
             draws.epochs += run.epochs
             if request.test:
                 race.tell(request, None if run.diverged_epoch is not None else run.test, run.collapsed)
@@ -397,13 +423,15 @@ def simulate_study(
     study_seed: int,
     extra: tuple[str, ...] = (),
     point: Callable[[dict[str, Any]], Mix] | None = None,
+    worlds: bool = True,
 ) -> dict[str, Any]:
     """One simulated study: search, then the design's pick; what it ships and what that is worth.
     extra: overrides on top of the design's (a baseline for --error-rates); point: another map from
-    configs to grid points (the null study maps every config to one)."""
+    configs to grid points (the null study maps every config to one); worlds: False draws every run
+    independently (the null study: one config on one seed is one run, so paired contenders would tie)."""
     study = design_study(design, study_seed, extra, table.study)
     table = table.split(study_seed)
-    draws = Draws(table, study_seed, point)
+    draws = Draws(table, study_seed, point, worlds)
     trials = simulate_search(study, draws)
     baseline = study.baseline()
     baseline_key = draws.point(study.hyperparameters(baseline)) if baseline else None
@@ -716,7 +744,9 @@ def error_rates(
     for k in range(studies):
         pool = table.split(first + k).pool_ranked[:null_pool]
         key = pool[int(np.random.default_rng([first + k, 7]).integers(len(pool)))]
-        record = simulate_study(design, table, first + k, baseline_overrides(key), point=lambda config, key=key: ((key, 1.0),))
+        record = simulate_study(
+            design, table, first + k, baseline_overrides(key), point=lambda config, key=key: ((key, 1.0),), worlds=False
+        )
         null.append(record["passed_gate"] is True)
     ranks, strong = strong, {}
     for rank in ranks:

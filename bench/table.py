@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/table.py studies/headline-expansion.yaml --lrs 8 --seeds 10
     .venv/bin/python bench/table.py studies/smoke.yaml --lrs 10 --seeds 20 --lr-min 1e-3   # more seeds where designs ship
+    .venv/bin/python bench/table.py studies/smoke.yaml --lrs 10 --first-seed 1000 --seeds 8  # a second seed range
 
 The HPO field compares search designs on tables like this (HPOBench, YAHPO Gym, LCBench; Syne
 Tune's simulated back end): train the grid once, then replay hundreds of studies against it
@@ -158,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("study", type=Path, help="the study file whose space the grid covers")
     parser.add_argument("--lrs", type=int, default=10, help="learning-rate grid points, log-spaced over the space's range")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds per config (0..N-1)")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds per config (first-seed .. first-seed+N-1)")
+    # Seeds act on every config alike (a seed's sampling stream is shared), so a table's seeds are one
+    # sample of "seed worlds" for all its configs at once: a second range widens that sample.
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed of the range")
     parser.add_argument("--lr-min", type=float, default=0.0, help="train only grid points at or above this learning rate")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     configs = grid(args.study, args.lrs)
     jobs = [
         (str(args.study), c, s)
-        for s in range(args.seeds)
+        for s in range(args.first_seed, args.first_seed + args.seeds)
         for c in configs
         if key(c, s) not in done and c["learning_rate"] >= args.lr_min and not args.write_only
     ]

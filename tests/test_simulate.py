@@ -104,6 +104,23 @@ def test_the_truth_comes_from_seeds_no_study_draws(sim, tmp_path):
     assert diverged.test == 0.0 and diverged.collapsed and diverged.epochs == 6 and view.true_value((1e-3, 8, 32)) == 0.0
 
 
+def test_runs_in_one_world_share_a_seed_as_a_real_study_does(sim, tmp_path):
+    """A real study trains every search trial on train.seed and every contender of race seed j on seed j:
+    the simulator deals each world one of the table's draw seeds, the same for every config in it."""
+    table = sim.load_table(write_table(tmp_path / "t.csv")).split(5)
+    draws = sim.Draws(table, study_seed=5)
+    keys = table.keys[:4]
+    search = {k: draws.run(k, f"search/{i}", world="search") for i, k in enumerate(keys)}
+    seed = draws.world_seed("search")
+    assert seed in table.draw_seeds[keys[0]] and all(search[k] == table.runs[k][seed] for k in keys)
+    race = [draws.world_seed(f"race/{j}") for j in range(len(table.world_seeds) - 1)]
+    assert sorted([seed, *race]) == sorted(table.world_seeds)  # each world its own seed until they run out
+    assert draws.world_seed("race/99") is None  # past the dealt seeds: an independent draw
+    assert draws.run(keys[1], "race/c1/0", world="race/0") == table.runs[keys[1]][race[0]]
+    again = sim.Draws(table, study_seed=5)
+    assert again.world_seed("search") == seed  # a study deals the same way every time
+
+
 def asha_stops(grace: int, factor: float, epochs: int, trials: list[list[float]]) -> list[int]:
     """The asynchronous successive-halving rule (Li et al. 2020; Ray's _Bracket), written out for
     trials that run one after another: at each rung a trial continues only if its objective is
