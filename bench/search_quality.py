@@ -217,13 +217,12 @@ def place(sim, table, prediction: dict, calibration: Path, out: Path | None) -> 
     in its prediction; written to <calibration>_placed.md beside the CSV."""
     with calibration.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["method"] == "default"]
-    real = [
-        {"table": table_value(sim, table, yaml.safe_load(r["config"])), "trial_epochs": int(r["trial_epochs"])} for r in rows
-    ]
+    real = [{"table": table_value(sim, table, yaml.safe_load(r["config"])), "trial_epochs": int(r["trial_epochs"])} for r in rows]
     check = held_against(real, prediction)
     command = "bench/search_quality.py " + " ".join(sys.argv[1:])
     target = out or calibration.with_name(calibration.stem + "_placed.md")
-    target.write_text(f"`{command.strip()}` ({len(table.keys)} configs, {len(table.runs[table.keys[0]])}+ seeds each)\n\n{check}\n")
+    seeds = min(len(by) for by in table.runs.values())
+    target.write_text(f"`{command.strip()}` ({len(table.keys)} configs, {seeds}+ seeds each)\n\n{check}\n")
     print(check)
     print(f"wrote {target}")
 

@@ -221,9 +221,7 @@ class Draws:
     identity always gets the same run; runs in one world share its table seed (the module's "Seed
     worlds"); runs with no world are independent draws."""
 
-    def __init__(
-        self, table: Table, study_seed: int, point: Callable[[dict[str, Any]], Mix] | None = None, worlds: bool = True
-    ):
+    def __init__(self, table: Table, study_seed: int, point: Callable[[dict[str, Any]], Mix] | None = None, worlds: bool = True):
         self.table, self.study_seed = table, study_seed
         self.point = point or table.point
         self.worlds = worlds  # False: every run an independent draw (the null study's contenders)
