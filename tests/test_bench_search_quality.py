@@ -46,3 +46,33 @@ def test_retrain_seeds_are_fresh_for_every_search_and_race(bench):
         retrain = [s * bench.SEED_STRIDE + bench.RETRAIN_OFFSET + i for i in range(6)]
         assert max(used) < min(retrain) and max(retrain) < (s + 1) * bench.SEED_STRIDE
         assert not used & set(retrain)
+
+
+def test_place_values_the_real_choices_in_the_table_it_is_given(bench, tmp_path):
+    """--place: the configs real default studies shipped are valued in the table given (a widened one),
+    placed in a prediction, and counted below / above its median; other methods' rows are left out."""
+    import csv
+
+    sim = bench.simulate_module()
+    table = sim.load_table(REPO / "bench" / "table" / "smoke_table.csv")
+    best = max(table.keys, key=table.mean)
+    on_grid = f"{{learning_rate: {best[0]}, max_new_tokens: {best[2]}, num_generations: {best[1]}, reward_scale: 100.0}}"
+    between = "{learning_rate: 5.0e-05, max_new_tokens: 32, num_generations: 8, reward_scale: 100.0}"
+    calibration = tmp_path / "calibration.csv"
+    with calibration.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["method", "config", "trial_epochs"])
+        writer.writeheader()
+        writer.writerows(
+            [
+                {"method": "default", "config": on_grid, "trial_epochs": 480},
+                {"method": "random", "config": on_grid, "trial_epochs": 480},
+                {"method": "default", "config": between, "trial_epochs": 600},
+            ]
+        )
+    low = table.mean_value(table.point({"learning_rate": 5e-5, "num_generations": 8, "max_new_tokens": 32}))
+    prediction = {"values": [low + 0.01] * 4 + [table.mean(best) - 0.01] * 4, "best": table.mean(best), "share_85": 0.5}
+    prediction["trial_epochs"] = 480
+    bench.place(sim, table, prediction, calibration, None)
+    text = (tmp_path / "calibration_placed.md").read_text()
+    assert f"{table.mean(best):.3f} (percentile 100)" in text and f"{low:.3f} (percentile 0)" in text
+    assert "in 1 of 2 real studies" in text and "below / above the simulated median 1 / 1" in text
