@@ -5,7 +5,7 @@ Why: on the smoke table the learning rate explains 71% of the variance of true v
 seed's figure ranks configs badly, so a model-based sampler with 8-20 noisy points rarely lands
 on the best learning rate. A grid covers the learning-rate axis evenly at a known cost. The other
 values are not held at their defaults while it does: a user's defaults can be the worst
-combination (on the smoke table 2 generations and 32 tokens reach 0.30 at best, against 0.49),
+combination (on the smoke table 2 generations and 32 tokens reach 0.33 at best, against 0.44),
 and a learning-rate sweep at them never met the right combination. So what a user writes as
 `default:` changes nothing the search visits (bench/simulate.py --defaults all replays every
 combination of defaults; docs/search-quality.md).
