@@ -245,6 +245,7 @@ def main() -> None:
         "--quick", action="store_true", help="2 search seeds, shipped values from the table, no retrains (< 25 min on 2 cores)"
     )
     parser.add_argument("--seeds", type=int, help="search seeds per method (default 4; 2 with --quick)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first search seed (more studies beside an earlier run)")
     parser.add_argument("--retrain-seeds", type=int, help="fresh seeds each winner is retrained on (default 6; 0 with --quick)")
     parser.add_argument("--epochs", type=int, help="epochs per trial (default smoke's, the table's: the simulated design)")
     parser.add_argument("--table", type=Path, default=REPO / "bench" / "table" / "smoke_table.csv")
@@ -294,7 +295,7 @@ def main() -> None:
         storage = Path(tmp)
         combinations = sim.default_combinations(SMOKE)
         own = next(i for i, c in enumerate(combinations) if validate_study(smoke_study(0, epochs, c)).search == study0.search)
-        for seed in range(search_seeds):
+        for seed in range(args.first_seed, args.first_seed + search_seeds):
             defaults = combinations[(own + seed) % len(combinations)] if args.vary_defaults else ()
             study = validate_study(smoke_study(seed, epochs, defaults))
             fresh = [seed * SEED_STRIDE + RETRAIN_OFFSET + i for i in range(retrain_seeds)]
