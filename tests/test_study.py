@@ -65,6 +65,12 @@ def test_shipped_studies_validate(path):
     expected = "eval/mean_reward" if study.task.name == "headline-expansion" else "eval/in_range_fraction"
     assert study.search.metric == expected
     assert study.search.metric in study.metrics().selectable
+    # Every named hyperparameter is in the space (every trial records all four), and the three that
+    # do not cancel vary: a design that holds a value at its default bets on that default.
+    space = study.search.space
+    assert set(space) == {"learning_rate", "num_generations", "max_new_tokens", "reward_scale"}
+    assert space["learning_rate"].low < space["learning_rate"].high
+    assert len(space["num_generations"].values) >= 2 and len(space["max_new_tokens"].values) >= 2
 
 
 def test_qwen_study_is_the_original_setup_on_gpu():
