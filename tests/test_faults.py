@@ -175,3 +175,22 @@ def test_a_retrain_killed_with_a_checkpoint_cut_short_resumes_to_the_figures_of_
     done = run_cli("resume", str(output), env=LOCAL_RAY, timeout=120)
     assert_clean(done)
     assert done.stdout.strip() == f"{output}: the retrain has finished; nothing to resume"
+
+
+def test_a_trial_folder_cut_short_while_ray_wrote_its_params_is_read_from_its_rows_or_left_out(tmp_path):
+    """A kill can land while Ray writes a new trial's params.json (an empty file was seen on a
+    fresh-clone run): the resumed stage reads the config from the rows Ray logged, and a folder
+    with neither is a trial that never reported, left for the resumed run to train."""
+    from ratiotune.core.experiment import load_trial
+
+    reported = tmp_path / "trial_a"
+    reported.mkdir()
+    (reported / "params.json").write_text("")
+    config = {"learning_rate": 1e-3, "contender": 2, "seed": 7}
+    (reported / "result.json").write_text(json.dumps({"epoch": 1, "config": config}) + "\n")
+    trial = load_trial(reported)
+    assert trial is not None and trial.config == config and [r["epoch"] for r in trial.rows] == [1]
+    silent = tmp_path / "trial_b"
+    silent.mkdir()
+    (silent / "params.json").write_text('{"learning_rate": 0.0')  # cut mid-write
+    assert load_trial(silent) is None

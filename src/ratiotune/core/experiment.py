@@ -273,7 +273,8 @@ def load_experiment(path: str | Path) -> Experiment:
     # The schema only (no file or model checks): a copied or moved folder reads anywhere. Its
     # prompt paths resolve against the folder (prompts/), whose texts are read if present.
     study = load_study(directory / STUDY_FILE, require_prompts=False)
-    trials = [load_trial(d) for d in sorted(directory.iterdir()) if (d / "params.json").is_file()]
+    loaded = [load_trial(d) for d in sorted(directory.iterdir()) if (d / "params.json").is_file()]
+    trials = [t for t in loaded if t is not None]
     states = ray_trial_states(directory)
     for trial in trials:
         trial.ray_status = states.get(trial.name)
@@ -305,8 +306,9 @@ def ray_trial_states(directory: Path) -> dict[str, str]:
     return statuses
 
 
-def load_trial(directory: Path) -> TrialResult:
-    config = json.loads((directory / "params.json").read_text())
+def load_trial(directory: Path) -> TrialResult | None:
+    """A trial folder as Ray wrote it; None for one that holds nothing yet (a driver killed while
+    Ray was writing its params.json, before it reported: the resumed run trains it again)."""
     rows: dict[Any, dict[str, Any]] = {}
     result_file = directory / "result.json"
     if result_file.is_file():
@@ -318,6 +320,13 @@ def load_trial(directory: Path) -> TrialResult:
             # A trial resumed from an older checkpoint than its last logged epoch logs those
             # epochs again: the later row is the one the finished trial stands on.
             rows[row.get("epoch", len(rows))] = row
+    try:
+        config = json.loads((directory / "params.json").read_text())
+    except ValueError:
+        # Cut short by a kill; every row Ray logged carries the config too.
+        config = next((r["config"] for r in reversed(rows.values()) if isinstance(r.get("config"), dict)), None)
+        if config is None:
+            return None
     error_file = directory / "error.txt"
     checkpoints = sorted(p for p in directory.glob("checkpoint_*") if p.is_dir() and checkpoint_is_complete(p))
     return TrialResult(
