@@ -16,6 +16,12 @@ child, whether both modes saw identical rollouts, and the max relative gradient 
 of the fast loss against the stock one on a real sampled group. Torch uses one thread:
 a search trial gets one CPU (resources.cpu: 1) and Ray sets OMP_NUM_THREADS=1 for it.
 The last line is `epoch speedup X.XXx on qwen-vocab (grad rel err Y)`.
+
+`--configs smollm2` runs the real model (builtin:smollm2, `make real-model`) at
+studies/smollm2-cpu.yaml's sizes and adds what this CPU allows, measured in the same run: each
+decode step against its floor (the weights' bytes over the read bandwidth, or its FLOPs over the
+matmul rate, whichever is larger), the epoch's updates against 6 x parameters x tokens of
+arithmetic, and the child's peak RSS against the study's memory estimate.
 """
 
 from __future__ import annotations
@@ -38,7 +44,10 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {
     "tiny": {"full": ("builtin:tiny", 10, 8, 32, 5), "quick": ("builtin:tiny", 10, 8, 32, 2)},
     "qwen-vocab": {"full": ("builtin:qwen-vocab", 2, 8, 128, 3), "quick": ("builtin:qwen-vocab", 1, 4, 128, 1)},
+    # The real model at studies/smollm2-cpu.yaml's sizes (4 prompts, 4 generations, 16 tokens); `--configs smollm2`.
+    "smollm2": {"full": ("builtin:smollm2", 4, 4, 16, 2), "quick": ("builtin:smollm2", 2, 4, 16, 1)},
 }
+DEFAULT_CONFIGS = "tiny,qwen-vocab"
 
 
 def make_study(model: str, n_prompts: int, generations: int, tokens: int, fast: bool, workdir: Path):
@@ -76,6 +85,22 @@ def child_epoch(args: argparse.Namespace) -> dict:
         update_seconds.append(time.perf_counter() - start)
 
     trainer._update_from_samples = timed_update
+    # Decode time and steps, per agent call of generate() (rows = num_generations in eager mode).
+    decode = {"seconds": 0.0, "steps": 0, "rows": 0, "tokens": 0}
+    for agent in trainer.agents:
+        generate = agent.generate
+
+        def timed_generate(*a, _generate=generate, **kw):
+            start = time.perf_counter()
+            out = _generate(*a, **kw)
+            decode["seconds"] += time.perf_counter() - start
+            prompt = kw["input_ids"].shape[1] if "input_ids" in kw else a[0].shape[1]
+            decode["steps"] += out.shape[1] - prompt
+            decode["rows"] = out.shape[0]
+            decode["tokens"] += out.numel()  # prompt + answer per row: what the update runs forward and back
+            return out
+
+        agent.generate = timed_generate
     start, cpu_start = time.perf_counter(), time.process_time()
     trainer.run_epoch()
     epoch_seconds, epoch_cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -88,6 +113,11 @@ def child_epoch(args: argparse.Namespace) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rollouts": hashlib.sha256(rollouts.encode()).hexdigest()[:12],
         "nonfinite": trainer.nonfinite_losses,
+        "decode_s": decode["seconds"],
+        "decode_steps": decode["steps"],
+        "decode_rows": decode["rows"],
+        "parameters": sum(p.numel() for p in trainer.agents[0].parameters()),
+        "sequence_tokens": decode["tokens"],
     }
 
 
@@ -129,6 +159,50 @@ def child_grad(args: argparse.Namespace) -> dict:
         "completion_tokens": [len(c) for c in sample.completions_data["completion_input_ids"][0]],
         "flat_returns": flat,
     }
+
+
+def child_floor(args: argparse.Namespace) -> dict:
+    """What this CPU allows on one thread, measured now: a 2048^2 float32 matmul's FLOP rate and the
+    read bandwidth of summing a 538 MB float32 tensor (SmolLM2-135M's weights)."""
+    import torch
+
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    flops = 10 * 2 * 2048**3 / (time.perf_counter() - start)
+    weights = torch.ones(134_515_008)
+    weights.sum()
+    start = time.perf_counter()
+    for _ in range(5):
+        weights.sum()
+    return {"flops": flops, "bandwidth": 5 * weights.numel() * 4 / (time.perf_counter() - start)}
+
+
+def print_floors(name: str, shape: tuple, fast: list[dict]) -> None:
+    """Decode steps and updates of the fast runs against the floor, and peak RSS against the estimate."""
+    from ratiotune.core.study import load_study
+    from ratiotune.training.memory import study_estimate
+
+    floor = run_child("floor", shape)
+    params, rows = fast[0]["parameters"], fast[0]["decode_rows"]
+    step = median(fast, "decode_s") / fast[0]["decode_steps"]
+    read, arithmetic = 4 * params / floor["bandwidth"], 2 * params * rows / floor["flops"]
+    print(f"   floor (this CPU, one thread, measured now): matmul {floor['flops'] / 1e9:.0f} GFLOP/s, "
+          f"read {floor['bandwidth'] / 1e9:.1f} GB/s")  # fmt: skip
+    print(f"   decode: {1e3 * step:.0f} ms a step at {rows} rows ({rows / step:.0f} tokens/s, "
+          f"{fast[0]['decode_steps']} steps an epoch); floor {1e3 * max(read, arithmetic):.0f} ms "
+          f"(weights {4 * params / 1e6:.0f} MB read: {1e3 * read:.0f} ms; {2 * params * rows / 1e9:.2f} GFLOP: "
+          f"{1e3 * arithmetic:.0f} ms)")  # fmt: skip
+    updates = median(fast, "update_s") * fast[0]["updates"]
+    update_floor = 6 * params * fast[0]["sequence_tokens"] / floor["flops"]
+    print(f"   updates: {updates:.1f} s an epoch over {fast[0]['sequence_tokens']} prompt+answer tokens; "
+          f"arithmetic floor {update_floor:.1f} s (6 x parameters x tokens; {updates / update_floor:.1f}x)")  # fmt: skip
+    if name == "smollm2":
+        estimate, _ = study_estimate(load_study(REPO / "studies" / "smollm2-cpu.yaml"))
+        print(f"   memory: peak RSS {median(fast, 'peak_rss_mb'):.0f} MB (the process: Python, torch, tokenizer "
+              f"included) vs studies/smollm2-cpu.yaml's estimate {estimate.total / 2**20:.0f} MiB per trial")  # fmt: skip
 
 
 def run_child(kind: str, shape: tuple, mode: str = "fast") -> dict:
@@ -176,6 +250,8 @@ def bench_config(name: str, shape: tuple) -> tuple[float, float]:
           f"stock {grad['stock_loss_s']:.2f} s, fast {grad['fast_loss_s']:.2f} s")  # fmt: skip
     print(f"   grad rel err: whole {grad['rel_err']:.1e}, max per tensor {grad['max_rel_err']:.1e}; "
           f"identical rollouts in every run: {'yes' if same else 'NO'}", flush=True)  # fmt: skip
+    if model == "builtin:smollm2":
+        print_floors(name, shape, runs["fast"])
     return stock_epoch / fast_epoch, grad["max_rel_err"]
 
 
@@ -184,7 +260,10 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="fewer prompts/generations/repeats: < 5 min on a quiet 2-core machine"
     )
-    parser.add_argument("--child", choices=["epoch", "grad"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--configs", default=DEFAULT_CONFIGS, help=f"comma-separated, of {', '.join(CONFIGS)} (default {DEFAULT_CONFIGS})"
+    )
+    parser.add_argument("--child", choices=["epoch", "grad", "floor"], help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=["stock", "fast"], default="fast", help=argparse.SUPPRESS)
     parser.add_argument("--shape", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -194,13 +273,17 @@ def main() -> None:
         torch.set_num_threads(1)
         model, *sizes = args.shape
         args.shape = (model, *map(int, sizes))
-        print(json.dumps((child_epoch if args.child == "epoch" else child_grad)(args)))
+        print(json.dumps({"epoch": child_epoch, "grad": child_grad, "floor": child_floor}[args.child](args)))
         return
     size = "quick" if args.quick else "full"
+    names = args.configs.split(",")
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        parser.error(f"--configs: {', '.join(unknown)} is not one of {', '.join(CONFIGS)}")
     speedup, err = 0.0, 0.0
-    for name, shapes in CONFIGS.items():
-        speedup, err = bench_config(name, shapes[size])
-    print(f"epoch speedup {speedup:.2f}x on qwen-vocab (grad rel err {err:.1e})")
+    for name in names:
+        speedup, err = bench_config(name, CONFIGS[name][size])
+    print(f"epoch speedup {speedup:.2f}x on {names[-1]} (grad rel err {err:.1e})")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,10 @@ def load(study_path: Path):
     import yaml
 
     from ratiotune.core.study import validate_study
+    from ratiotune.core.study.overrides import resolve_paths
 
     raw = yaml.safe_load(Path(study_path).read_text())
+    resolve_paths(raw, Path(study_path).parent)  # prompt files named relative to the study file
     raw["search"]["space"] = {}
     raw["search"].pop("baseline", None)
     return validate_study(raw, source=str(study_path))
@@ -97,13 +99,14 @@ def run_one(job: tuple[str, dict, int]) -> dict:
     metric = study.search.metric
     start = time.perf_counter()
     trial = Trial(study, config, seed=seed)
-    curve, diverged_at = [], None
+    curve, evals, diverged_at = [], [], None
     for _ in range(study.train.epochs):
         metrics = trial.run_epoch()
         if metrics["infeasible"]:
             diverged_at = metrics["epoch"]
             break
         curve.append(metrics[metric])
+        evals.append({k: round(float(v), 4) for k, v in metrics.items() if k.startswith("eval/")})  # answer lengths too
     test, collapsed = None, True
     if diverged_at is None:
         figures = trial.test(study.race.test_samples_factor * study.task.eval_samples_per_prompt)
@@ -113,6 +116,7 @@ def run_one(job: tuple[str, dict, int]) -> dict:
         **config,
         "seed": seed,
         "curve": curve,
+        "eval": evals,
         "diverged_epoch": diverged_at,
         "test": test,
         "collapsed": collapsed,

@@ -134,6 +134,10 @@ def test_best_prints_the_verdict_both_configs_and_the_recommended_agents(experim
             prompt = tokenizer(["Tell a joke about penguins:"], return_tensors="pt")
             out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
             assert out.shape[1] > prompt.input_ids.shape[1]
+    # An ended stage keeps each run's final agents and drops what only continuing it needs (seed_grid).
+    race_checkpoints = list((experiment["dir"] / "race").glob("*/*/checkpoint_*"))
+    assert race_checkpoints and all((c / "agent_0").is_dir() and (c / "agent_1").is_dir() for c in race_checkpoints)
+    assert not [p for c in race_checkpoints for p in [*c.glob("optimizer_*.pt"), c / "trainer_state"] if p.exists()]
 
 
 def test_the_race_object_replayed_on_the_recorded_runs_gives_the_recorded_verdict(experiment):
