@@ -164,3 +164,29 @@ def test_analysis_scripts_use_the_api_and_rank_a_minimised_metric_downwards(expe
         text = (REPO / "analysis" / script).read_text()
         assert "ratiotune.cli" not in text and "exp.study[" not in text, script
     assert math.isfinite(float(fast.trials["objective"].iloc[0]))
+
+
+def test_example_answers_samples_the_untrained_and_the_recommended_agents(experiment):
+    done = subprocess.run(
+        [sys.executable, "analysis/example_answers.py", str(experiment), "--prompts", "1", "--samples", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    import ratiotune
+
+    rec = ratiotune.read_experiment(experiment).recommended()
+    assert out.startswith(f"recommended ({rec.which}): ")
+    before, after = out.split("\n== before training\n")[1].split("\n== after training\n")
+    # One test prompt, two pairs, before and after: each answer printed with its length.
+    for part in (before, after):
+        assert part.count("  agent 1 (") == 2 and part.count("  agent 2 (") == 2, out
+    first_prompt = (experiment / "prompts" / "test.txt").read_text().splitlines()[0]
+    assert f"prompt: {first_prompt}" in before and f"prompt: {first_prompt}" in after
+    bad = subprocess.run(
+        [sys.executable, "analysis/example_answers.py", str(experiment / "absent")], cwd=REPO, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

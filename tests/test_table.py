@@ -102,3 +102,30 @@ def test_reward_scale_changes_nothing_under_advantage_normalization(tmp_path):
     assert one[0] and set(one[0]) == set(hundred[0])
     assert any(k.startswith("train/") for k in one[0]) and "eval/in_range_fraction" in one[0]
     assert one == hundred  # bit-identical floats, every train/ and eval/ metric, both epochs
+
+
+def test_landscape_answers_from_the_runs_file(tmp_path, capsys):
+    """bench/landscape.py on a made-up runs file whose figure depends on the learning rate alone."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("landscape", REPO / "bench" / "landscape.py")
+    landscape = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(landscape)
+    runs = []
+    for lr, value, chars in ((1e-5, 0.4, [40.0, 40.0]), (1e-3, 0.8, [40.0, 20.0]), (1e-2, 0.0, [0.0, 0.0])):
+        for gens in (2, 4):
+            for seed in (0, 1):
+                evals = [{"eval/mean_chars_agent1": c, "eval/mean_chars_agent2": 45.0, "eval/mean_ratio": 1.5} for c in chars]
+                runs.append(
+                    {"learning_rate": lr, "num_generations": gens, "max_new_tokens": 8, "seed": seed, "test": value}
+                    | {"collapsed": value == 0.0, "eval": evals}
+                )
+    path = tmp_path / "made_runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    assert landscape.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "learning_rate 100%, num_generations 0%, max_new_tokens 0%, seed 0%" in out
+    assert "lr 0.001: 0.800 [0.800, 0.800] | 0 of 4 | 20.0 / 45.0 (1.50)" in out
+    assert "lr 0.01: 0.000 [0.000, 0.000] | 4 of 4" in out and "collapsed 4 of 12" in out
+    assert "lr 0.001: agent 1 40.0 -> 20.0; agent 2 45.0" in out
+    assert landscape.main([str(tmp_path / "absent_runs.jsonl")]) == 2
