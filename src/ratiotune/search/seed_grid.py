@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ratiotune.core.experiment import checkpoint_meta
 from ratiotune.core.study import SEED_KEY, Study, StudyError, write_study
 
 RUN_KEY = "run"  # the run's index into `runs`: how each trial finds its own values
@@ -71,9 +72,20 @@ def drop_training_state(folder: Path) -> int:
 
     Only after ENDED_FILE: from then on no resume restores these runs, and nothing else reads that
     state (the race and `best` read the agents; retrain copies the winner's agents). It is two thirds
-    of a checkpoint (a 135M-parameter model: 2.2 of 3.2 GB a run)."""
+    of a checkpoint (a 135M-parameter model: 2.2 of 3.2 GB a run). meta.json's file list, by which a
+    checkpoint counts as complete (core/experiment.checkpoint_is_complete), is rewritten first, so a
+    kill in between leaves a complete checkpoint with files to spare, never one that lists a missing file.
+    """
     freed = 0
     for checkpoint in folder.glob("*/checkpoint_*"):
+        meta_path = checkpoint / "meta.json"
+        meta = checkpoint_meta(checkpoint)
+        listed = meta.get("files", {})
+        kept = {name: size for name, size in listed.items() if not is_training_state(name)}
+        if kept != listed:
+            staged = meta_path.with_suffix(".json.tmp")
+            staged.write_text(json.dumps({**meta, "files": kept}, indent=2))
+            staged.replace(meta_path)
         for part in [*checkpoint.glob("optimizer_*.pt"), checkpoint / "trainer_state"]:
             if part.is_file():
                 freed += part.stat().st_size
@@ -82,6 +94,12 @@ def drop_training_state(folder: Path) -> int:
                 freed += sum(f.stat().st_size for f in part.rglob("*") if f.is_file())
                 shutil.rmtree(part)
     return freed
+
+
+def is_training_state(name: str) -> bool:
+    """A checkpoint file (relative name) that only continuing the run reads: see drop_training_state."""
+    first = Path(name).parts[0]
+    return first == "trainer_state" or (first.startswith("optimizer_") and first.endswith(".pt"))
 
 
 def param_space(runs: list[dict[str, Any]], configs: dict[Any, dict[str, Any]], key: str) -> dict[str, Any]:
