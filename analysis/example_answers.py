@@ -15,12 +15,11 @@ import ratiotune
 
 
 def sample(agent, tokenizer, prompts: list[str], samples: int, tokens: int, temperature: float, top_p: float) -> list[list[str]]:
-    """`samples` answers of `agent` to each prompt, from seed 0."""
+    """`samples` answers of `agent` to each prompt, drawn from torch's current random stream."""
     import torch
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     answers = []
-    torch.manual_seed(0)
     for prompt in prompts:
         ids = tokenizer([prompt] * samples, return_tensors="pt")
         with torch.no_grad():
@@ -51,7 +50,12 @@ def main(argv=None) -> int:
     except ratiotune.StudyError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    import torch
+    from transformers.utils import logging
+
     from ratiotune.training.models import load_agents  # the study's model, builtin or not, as trials load it
+
+    logging.disable_progress_bar()
 
     trained = rec.agents[0] if rec.agents else rec.checkpoint
     if trained is None:
@@ -66,6 +70,7 @@ def main(argv=None) -> int:
         ("after training", trained_agents(Path(trained))),
     ):
         settings = (args.samples, tokens, train["temperature"], train["top_p"])
+        torch.manual_seed(0)  # once for both agents: two untrained agents are one model, their answers two draws
         first, second = (sample(agent, tokenizer, prompts, *settings) for agent in agents)
         print(f"\n== {label}")
         for prompt, ones, twos in zip(prompts, first, second):
