@@ -2,7 +2,7 @@
 
 Samples the untrained agents (the study's model) and the recommended ones (what `ratiotune best`
 names: the first confirmation seed's final agents, or the search trial's best checkpoint when the
-study ran no race) on the experiment's test prompts, at the study's temperature and top-p and the
+study ran no race) on the study's test prompts (task.test_prompts), at the study's temperature and top-p and the
 recommended max_new_tokens, from one seed. Prints each pair's characters, their ratio and the
 answers, so one sees what the figures mean (length-ratio: did agent 1 learn to stop early?).
 """
@@ -61,7 +61,10 @@ def main(argv=None) -> int:
     if trained is None:
         print(f"error: {args.experiment} names no trained agents (no race agents, no checkpoint)", file=sys.stderr)
         return 2
-    prompts = (exp.path / "prompts" / "test.txt").read_text().splitlines()[: args.prompts]
+    study = ratiotune.load_study(exp.path / "study.yaml")
+    records = study.prompts("test")[: args.prompts]
+    # Each agent's own prompt text (a task may format a record differently per agent).
+    prompts = [[format_(r) for r in records] for format_ in study.get_task().formatters]
     train = exp.study["train"]
     tokens = int(rec.hyperparameters["max_new_tokens"])
     print(f"recommended ({rec.which}): {rec.hyperparameters}; agents {trained}")
@@ -71,9 +74,9 @@ def main(argv=None) -> int:
     ):
         settings = (args.samples, tokens, train["temperature"], train["top_p"])
         torch.manual_seed(0)  # once for both agents: two untrained agents are one model, their answers two draws
-        first, second = (sample(agent, tokenizer, prompts, *settings) for agent in agents)
+        first, second = (sample(agent, tokenizer, texts, *settings) for agent, texts in zip(agents, prompts))
         print(f"\n== {label}")
-        for prompt, ones, twos in zip(prompts, first, second):
+        for prompt, ones, twos in zip(prompts[0], first, second):
             print(f"prompt: {prompt}")
             for one, two in zip(ones, twos):
                 ratio = f"{len(two) / len(one):.2f}" if one else "n/a"

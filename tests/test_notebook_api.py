@@ -184,7 +184,7 @@ def test_example_answers_samples_the_untrained_and_the_recommended_agents(experi
     # One test prompt, two pairs, before and after: each answer printed with its length.
     for part in (before, after):
         assert part.count("  agent 1 (") == 2 and part.count("  agent 2 (") == 2, out
-    first_prompt = (experiment / "prompts" / "test.txt").read_text().splitlines()[0]
+    first_prompt = ratiotune.load_study(experiment / "study.yaml").prompts("test")[0]["prompt"]
     assert f"prompt: {first_prompt}" in before and f"prompt: {first_prompt}" in after
     bad = subprocess.run(
         [sys.executable, "analysis/example_answers.py", str(experiment / "absent")], cwd=REPO, capture_output=True, text=True
