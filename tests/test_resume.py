@@ -463,3 +463,34 @@ def test_resume_of_another_layouts_experiment_is_one_line(tmp_path, monkeypatch)
     monkeypatch.setattr(tune.Tuner, "restore", staticmethod(restore_other))
     with pytest.raises(ModuleNotFoundError):
         resume.restore_tuner(study, tmp_path, retry_errored=True)
+
+
+def test_a_trial_killed_for_memory_ends_in_one_line_with_the_resume_hint(tmp_path):
+    """Ray's memory monitor killing a trial's process as it starts makes Tune's fit() raise a RuntimeError
+    (seen on a 24 GB machine running two SmolLM2 trials beside other work); the user gets one line."""
+    from ratiotune.search import resume as resuming
+    from ratiotune.search.study_run import RunStopped, out_of_memory
+
+    ray_message = (
+        "1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 192.0.2.2, ID: 8f) "
+        "was 22.43GB used / 23.54GB limit (0.952759)"
+    )
+
+    def fit():
+        try:
+            raise MemoryError(ray_message)  # stands for ray.exceptions.OutOfMemoryError, the cause Tune wraps
+        except MemoryError as cause:
+            raise RuntimeError(f"Caught unexpected exception: {ray_message}") from cause
+
+    with pytest.raises(resuming.OutOfMemory) as caught:
+        with resuming.memory_kills_named():
+            fit()
+    assert caught.value.reason == "Ray stopped a trial's process: this machine ran low on memory (22.43GB used of 23.54GB)"
+    stopped = out_of_memory(caught.value, tmp_path / "exp")
+    assert isinstance(stopped, RunStopped) and stopped.exit_code == 1
+    assert stopped.line.startswith("ratiotune: error: Ray stopped a trial's process")
+    assert stopped.line.endswith(f"then continue it with: ratiotune resume {tmp_path / 'exp'}")
+    # Any other error of fit() is not hidden.
+    with pytest.raises(RuntimeError, match="something else"):
+        with resuming.memory_kills_named():
+            raise RuntimeError("something else")

@@ -8,6 +8,9 @@ How each fault is covered:
   checkpoint (num_to_keep is always set), so the last saved state names only checkpoints
   that exist; `resume` continues from it.
 - A crashed trial: FailureConfig(max_failures) restarts it from its last checkpoint.
+- Ray's memory monitor kills a trial's process as it starts (the machine ran low on memory): Tune's
+  fit() raises; `memory_kills_named` turns that into one line with Ray's figures and the resume
+  hint (exit 1) instead of a traceback.
 - A study that ends writes FINISHED_FILE (plain JSON), so `resume` knows without unpickling.
 
 `restore_tuner` is the only code in ratiotune that reads Ray's pickled state (tuner.pkl,
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -31,6 +35,47 @@ FINISHED_FILE = "finished.json"
 EXIT_INTERRUPTED = 130  # the shell's code for "stopped by Ctrl-C"
 
 
+class OutOfMemory(Exception):
+    """Ray's memory monitor killed a trial's process and Tune's fit() gave up (it raises a RuntimeError,
+    "Caught unexpected exception", when the process dies while it starts). The state is saved: resume."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def memory_kills_named():
+    """Around tuner.fit(): Ray's out-of-memory kill becomes OutOfMemory with a one-line reason."""
+    try:
+        yield
+    except RuntimeError as exc:
+        reason = memory_kill_reason(exc)
+        if reason is None:
+            raise
+        raise OutOfMemory(reason) from None
+
+
+def memory_kill_reason(exc: BaseException) -> str | None:
+    """The line a user needs when `exc` (or what caused it) is Ray's out-of-memory kill, else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if type(seen).__name__ == "OutOfMemoryError" or "running low on memory" in text:
+            used = re.search(r"was ([\d.]+GB) used / ([\d.]+GB) limit", text)
+            figures = f" ({used.group(1)} used of {used.group(2)})" if used else ""
+            return f"Ray stopped a trial's process: this machine ran low on memory{figures}"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def out_of_memory_hint(reason: str, folder: Path | str) -> str:
+    return (
+        f"ratiotune: error: {reason}; the study is saved. Free memory (other processes) or run fewer trials at once "
+        f"(search.max_concurrent_trials), then continue it with: ratiotune resume {folder}"
+    )
+
+
 def is_finished(experiment_dir: Path) -> bool:
     return (experiment_dir / FINISHED_FILE).is_file()
 
@@ -41,7 +86,7 @@ def fit_interruptibly(tuner: Any, study: Study, experiment_dir: Path | str) -> t
     Ray counts a study as done when all num_samples trials are terminated or errored;
     after Ray's SIGINT handling, fit() returns normally with the others still pending.
     """
-    with sigterm_as_sigint():
+    with sigterm_as_sigint(), memory_kills_named():
         grid = tuner.fit()
     ended = grid.num_terminated + grid.num_errors
     if ended < study.search.num_samples:

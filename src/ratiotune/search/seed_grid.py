@@ -58,7 +58,10 @@ def run_seed_grid(
         folder.mkdir(parents=True, exist_ok=True)
         write_study(folder, study)  # study.yaml and the prompt texts: the runs read like an experiment
         tuner = new_tuner(trainable, study, folder, runs, key, space, prefix=prefix, labels=labels, reuse_actors=reuse_actors)
-    grid = tuner.fit()
+    from ratiotune.search.resume import memory_kills_named
+
+    with memory_kills_named():  # resume.OutOfMemory: the caller names the folder to resume
+        grid = tuner.fit()
     if grid.num_terminated + grid.num_errors < len(grid):
         raise StageInterrupted(folder)
     check_configs(folder, grid, planned_configs(runs, configs, key))

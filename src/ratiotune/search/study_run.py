@@ -47,6 +47,14 @@ def interrupted(folder) -> RunStopped:
     return RunStopped(hint.removeprefix("ratiotune: "), line=hint, exit_code=resuming.EXIT_INTERRUPTED)
 
 
+def out_of_memory(exc, folder) -> RunStopped:
+    """Ray killed a trial's process for memory: the study is saved, `ratiotune resume FOLDER` continues it."""
+    from ratiotune.search import resume as resuming
+
+    line = resuming.out_of_memory_hint(exc.reason, folder)
+    return RunStopped(line.removeprefix("ratiotune: error: "), line=line, exit_code=1)
+
+
 def resolve_study(study: Study | str | Path, overrides: list[str] | tuple[str, ...]) -> tuple[Study, str]:
     """(the Study with the `--set`-style overrides applied and validated, what the header calls its source)."""
     if isinstance(study, Study):
@@ -210,7 +218,10 @@ def run_to_end(tuner, study: Study, experiment_dir, summarize: Summarize) -> Non
     from ratiotune.search import resume as resuming
     from ratiotune.core import storage
 
-    finished, grid = resuming.fit_interruptibly(tuner, study, experiment_dir)
+    try:
+        finished, grid = resuming.fit_interruptibly(tuner, study, experiment_dir)
+    except resuming.OutOfMemory as exc:
+        raise out_of_memory(exc, experiment_dir) from None
     if not finished:
         raise interrupted(experiment_dir)
     if storage.is_uri(experiment_dir):
@@ -246,6 +257,8 @@ def run_race(experiment: Experiment) -> None:
             summary = race.race(experiment)
     except StageInterrupted:
         raise interrupted(experiment.directory) from None
+    except resuming.OutOfMemory as exc:
+        raise out_of_memory(exc, experiment.directory) from None
     except race.RaceError as exc:
         raise RunStopped(f"race: {exc}", line=f"ratiotune: race: {exc}", exit_code=1) from None
     # The verdict only: `best` prints its figures (printed here too, a demo showed them twice in a row).
@@ -303,6 +316,8 @@ def run_retrain(plan, *, address: str | None, verbose: bool) -> int:
             retraining.retrain(plan)
     except StageInterrupted:
         raise interrupted(plan.output) from None
+    except resuming.OutOfMemory as exc:
+        raise out_of_memory(exc, plan.output) from None
     print()
     print((plan.output / "summary.md").read_text(), end="")
     print(f"final agents: {plan.output / 'final'}")
