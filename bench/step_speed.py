@@ -94,10 +94,11 @@ def child_epoch(args: argparse.Namespace) -> dict:
             start = time.perf_counter()
             out = _generate(*a, **kw)
             decode["seconds"] += time.perf_counter() - start
+            sequences = getattr(out, "sequences", out)  # comlrl asks for return_dict_in_generate
             prompt = kw["input_ids"].shape[1] if "input_ids" in kw else a[0].shape[1]
-            decode["steps"] += out.shape[1] - prompt
-            decode["rows"] = out.shape[0]
-            decode["tokens"] += out.numel()  # prompt + answer per row: what the update runs forward and back
+            decode["steps"] += sequences.shape[1] - prompt
+            decode["rows"] = sequences.shape[0]
+            decode["tokens"] += sequences.numel()  # prompt + answer per row: what the update runs forward and back
             return out
 
         agent.generate = timed_generate
