@@ -65,14 +65,13 @@ def main(argv=None) -> int:
     records = study.prompts("test")[: args.prompts]
     # Each agent's own prompt text (a task may format a record differently per agent).
     prompts = [[format_(r) for r in records] for format_ in study.get_task().formatters]
-    train = exp.study["train"]
     tokens = int(rec.hyperparameters["max_new_tokens"])
     print(f"recommended ({rec.which}): {rec.hyperparameters}; agents {trained}")
+    settings = (args.samples, tokens, study.train.temperature, study.train.top_p)
     for label, (agents, tokenizer) in (
-        ("before training", load_agents(exp.study["model"]["name"])),
+        ("before training", load_agents(study.model.name)),
         ("after training", trained_agents(Path(trained))),
     ):
-        settings = (args.samples, tokens, train["temperature"], train["top_p"])
         torch.manual_seed(0)  # once for both agents: two untrained agents are one model, their answers two draws
         first, second = (sample(agent, tokenizer, texts, *settings) for agent, texts in zip(agents, prompts))
         print(f"\n== {label}")

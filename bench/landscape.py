@@ -5,8 +5,8 @@ Reads the runs a table trained (bench/table.py) and answers four questions, one 
   eval answer lengths (agent 1, agent 2, their ratio): which learning rates learn;
 - how much of the variance of the final test figure each axis explains alone (eta squared: the
   between-group sum of squares over the total), the seed included: does the learning rate dominate;
-- the spread of the final test figure (quantiles, the gap between the two clusters when there are
-  two): do runs collapse, and is the outcome bimodal;
+- the spread of the final test figure (quantiles, a 10-bin histogram, collapses): do runs
+  collapse, and is the outcome bimodal;
 - agent 1's answer length epoch by epoch per learning rate: how agent 1 learns to stop early.
 Eval figures per epoch need a runs file written since bench/table.py records them ("eval").
 """
@@ -28,9 +28,14 @@ def load_runs(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def test_value(run: dict) -> float:
+    """The run's final test figure; a diverged run (no figure) counts as 0, as the race scores it."""
+    return run["test"] if run["test"] is not None else 0.0
+
+
 def eta_squared(runs: list[dict], axis: str) -> float:
     """Share of the final test figure's variance that `axis` explains alone (0: none, 1: all)."""
-    values = np.array([r["test"] if r["test"] is not None else 0.0 for r in runs])
+    values = np.array([test_value(r) for r in runs])
     groups = defaultdict(list)
     for r, v in zip(runs, values):
         groups[r[axis]].append(v)
@@ -56,7 +61,7 @@ def report(runs: list[dict], metric: str) -> list[str]:
         by_lr[r["learning_rate"]].append(r)
     for lr in sorted(by_lr):
         group = by_lr[lr]
-        tests = [r["test"] if r["test"] is not None else 0.0 for r in group]
+        tests = [test_value(r) for r in group]
         c1, c2 = (mean(final(r, f"eval/mean_chars_agent{i}") for r in group) for i in (1, 2))
         ratio = mean(final(r, "eval/mean_ratio") for r in group)
         lines.append(
@@ -65,7 +70,7 @@ def report(runs: list[dict], metric: str) -> list[str]:
         )
     shares = ", ".join(f"{axis} {eta_squared(runs, axis):.0%}" for axis in AXES)
     lines.append(f"variance of the final test figure explained alone (eta squared): {shares}")
-    tests = np.array([r["test"] if r["test"] is not None else 0.0 for r in runs])
+    tests = np.array([test_value(r) for r in runs])
     q = " / ".join(f"{v:.3f}" for v in np.quantile(tests, [0.1, 0.25, 0.5, 0.75, 0.9]))
     counts, edges = np.histogram(tests, bins=10)
     collapsed = int(sum(r["collapsed"] for r in runs))
