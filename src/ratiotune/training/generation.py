@@ -44,6 +44,14 @@ Why the caches are kept and sized this way (each point is a way to lose the comp
   Its keys and values are then bf16 too. Eager and static decoding use the masters under
   autocast, as before.
 
+The decode copy on CPU (train.decode_dtype, `copy_dtype`): a CPU with native bf16 (avx512_bf16 /
+AMX) decodes SmolLM2-135M ~2x faster from a bf16 copy than from the float32 masters, because a
+decode step reads every weight once and the copy has half the bytes; builtin:tiny decodes
+slower from one (its steps are dispatch, not bytes). So 'auto' keeps a bf16 copy on such a CPU
+for models of BF16_COPY_MIN_PARAMETERS or more (docs/gpus-and-clusters.md, "CPU decoding", has
+the speeds and the KL of the sampled distributions). The masters, the update and AdamW stay
+float32; the copy follows them as above (`refresh` after each optimizer step).
+
 The cache goes to `generate()` under the name this transformers uses (CACHE_KWARG):
 `past_key_values` up to 5.2x (5.17 rejects `cache=` with "model_kwargs are not used"),
 `cache` in later releases (5.24 still accepts `past_key_values`, with a deprecation warning).
@@ -60,6 +68,12 @@ from transformers.generation import utils as _generation_utils
 from transformers.generation.configuration_utils import CompileConfig
 
 MODES = ("auto", "eager", "static", "compiled")
+DECODE_DTYPES = ("auto", "float32", "bfloat16")
+# 'auto' decodes from a bf16 copy on a CPU with native bf16 only for models this large: measured
+# on this project's CPU (one thread), SmolLM2-135M at 8 rows 113 vs 292 ms a step, builtin:tiny
+# (81k parameters) 3.1 vs 2.2 ms (bf16 slower). Between them nothing was measured; 50M is the
+# round number below the smallest real model the project runs.
+BF16_COPY_MIN_PARAMETERS = 50_000_000
 # Prompt lengths are rounded up to a multiple of this many tokens when sizing a cache.
 PROMPT_BUCKET = 32
 # generate()'s name for a cache passed in: the first of transformers' own cache names
@@ -85,6 +99,35 @@ def resolve(mode: str, device: str | torch.device, threaded: bool = False) -> st
     if mode != "auto":
         return mode
     return "compiled" if torch.device(device).type == "cuda" and not threaded else "eager"
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (avx512_bf16 or AMX tiles), where oneDNN's bf16 matmuls are fast."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def copy_dtype(
+    decode_dtype: str, mode: str, device: str | torch.device, autocast_dtype: torch.dtype | None, parameters: int
+) -> torch.dtype | None:
+    """The dtype of the copy an agent decodes from (None = decode from the float32 masters).
+
+    `decode_dtype` is train.decode_dtype; `mode` the resolved generation mode; `autocast_dtype` the
+    forward passes' (None = float32); `parameters` the agent's. 'auto': compiled decoding under
+    autocast keeps a copy in the autocast dtype (the module docstring says why); on a CPU with
+    native bf16 a model of BF16_COPY_MIN_PARAMETERS or more decodes from a bf16 copy; otherwise
+    none. 'bfloat16' always keeps one; 'float32' never does.
+    """
+    if decode_dtype not in DECODE_DTYPES:
+        raise ValueError(f"decode dtype {decode_dtype!r}; allowed: {', '.join(DECODE_DTYPES)}")
+    if decode_dtype == "bfloat16":
+        return torch.bfloat16
+    if decode_dtype == "float32":
+        return None
+    if mode == "compiled" and autocast_dtype not in (None, torch.float32):
+        return autocast_dtype
+    if torch.device(device).type == "cpu" and parameters >= BF16_COPY_MIN_PARAMETERS and cpu_has_bf16():
+        return torch.bfloat16
+    return None
 
 
 def cache_length(prompt_tokens: int, max_new_tokens: int) -> int:
@@ -119,12 +162,14 @@ class Decoding:
         device: str | torch.device,
         threaded: bool = False,
         dtype: torch.dtype | None = None,
+        decode_dtype: str = "auto",
     ):
         self.mode = resolve(mode, device, threaded)
         self.model = model
-        # Compiled decoding under autocast to `dtype` decodes on a copy of the model in that
-        # dtype (see the module docstring); None = on the model itself.
-        self.copy_dtype = dtype if self.mode == "compiled" and dtype not in (None, torch.float32) else None
+        # The dtype of the copy decoding runs on (`copy_dtype`: `dtype` is the autocast dtype,
+        # `decode_dtype` train.decode_dtype); None = on the model itself.
+        parameters = sum(p.numel() for p in model.parameters())
+        self.copy_dtype = copy_dtype(decode_dtype, self.mode, device, dtype, parameters)
         self._copy: torch.nn.Module | None = None
         self._versions: tuple[int, ...] = ()
         # A test may swap in another backend before the first call (compile_config(device, "aot_eager")).
@@ -157,7 +202,7 @@ class Decoding:
         return {CACHE_KWARG: cache, "compile_config": self.compile_config}
 
     def decoder(self) -> torch.nn.Module:
-        """The module to call generate() on: the bf16 copy for compiled decoding under autocast, else the model.
+        """The module to call generate() on: the decode copy if there is one (`copy_dtype`), else the model.
 
         The copy is made on first use (eval mode, requires_grad off, as comlrl samples) and
         refreshed here if any master tensor changed since the last refresh (version counters).

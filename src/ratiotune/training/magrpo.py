@@ -12,10 +12,11 @@ one forward per completion and one full-vocabulary log_softmax per generated tok
 dominates the update with Qwen's 151,936-token vocabulary.
 
 Rollouts and eval decode through one `generation.Decoding` per agent (train.generation:
-eager, or a kept static KV cache, compiled or not). With compiled decoding, the prompts that
-are sampled from the same weights are decoded in one generate() call per agent
-(`_prefetch_rollouts`, rollouts.generate_batched). The reward function that records what it
-scored is rollouts.RecordingReward.
+eager, or a kept static KV cache, compiled or not; train.decode_dtype: from the float32 masters
+or a bf16 copy). The prompts that are sampled from the same weights (one update window,
+train.rollout_buffer_size) are decoded in one generate() call per agent (`_prefetch_rollouts`,
+rollouts.generate_batched). The reward function that records what it scored is
+rollouts.RecordingReward.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
     autocast_dtype: torch.dtype | None = None
     # One per agent (build_trainer); None = comlrl's own generate() call, unchanged.
     decoding: list[Decoding] | None = None
+    # False = comlrl's one generate() call per prompt (see batches_rollouts); only benchmarks turn it off.
+    batched_rollouts: bool = True
     # Rollouts decoded ahead by _prefetch_rollouts, per (agent, id(dataset item)); taken by _generate_completions.
     _prefetched: dict[tuple[int, int], dict[str, Any]] | None = None
 
@@ -126,9 +129,10 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
             if output is not None:
                 self._count("generated_tokens", sum(output["response_lens"]))
                 return output
-        if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
-            # Compiled decoding under autocast samples from the agent's bf16 copy (generation.Decoding.decoder).
+        if self.decoding is not None and plain_prompts:
+            # Sample from the agent's decode copy if it keeps one (generation.Decoding.decoder).
             agent = self.decoding[agent_idx].decoder()
+        if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
             # comlrl tokenizes the prompts inside; the cache is sized from the same padded
             # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
             # Other prompts (multi-turn, never used here) decode eagerly.
@@ -167,14 +171,15 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         self.optimizers[agent_idx].zero_grad(set_to_none=True)
 
     def batches_rollouts(self) -> bool:
-        """Whether the prompts between two updates are decoded in one call per agent.
+        """Whether the prompts between two updates are decoded in one call per agent (single-turn only).
 
-        Only with compiled decoding (train.generation auto on one GPU, or compiled): there the
-        steps are what costs. eager and static keep comlrl's one call per prompt, so their
-        rollouts, and every CPU figure measured before, stay what they were bit for bit (a batched
-        call draws the same distribution from another random stream). Single-turn only.
+        A decode step reads every weight once whatever its rows, so one call over the window's
+        prompts costs about the steps of one prompt's call. The weights do not change inside a
+        window, so the batched call draws from the same distribution as one call per prompt, from
+        another random stream (tests/test_batched_rollouts.py checks both). `batched_rollouts =
+        False` keeps comlrl's one call per prompt: bench/generation_speed.py's "per-prompt" path.
         """
-        return self.decoding is not None and all(d.mode == "compiled" for d in self.decoding) and int(self.args.num_turns) == 1
+        return self.batched_rollouts and self.decoding is not None and int(self.args.num_turns) == 1
 
     def run_epoch(self) -> None:
         """One pass over the training prompts, updating whenever a rollout buffer fills."""
@@ -188,7 +193,8 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         for start in range(0, len(items), window):
             group = items[start : start + window]
             try:
-                if len(group) > 1:
+                if self.batches_rollouts():
+                    # Also a window of one: its generate() call is comlrl's, on the decode copy.
                     self._prefetch_rollouts(group)
                 for item in group:
                     self.reward_func.start_group()
@@ -417,7 +423,7 @@ def build_trainer(
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
     threaded = parallel == "mp"  # comlrl then generates both agents at once, from two threads
     trainer.decoding = [
-        Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype)
+        Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype, decode_dtype=train.decode_dtype)
         for agent, device in zip(agents, devices)
     ]
     return trainer

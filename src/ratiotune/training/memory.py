@@ -14,8 +14,10 @@ What one trial holds (two agents, comlrl's MAGRPO):
   batched forward), in the compute dtype, plus their full-vocabulary logits (compute
   dtype) and the fp32 log-softmax taken from them; under autocast also the bf16 copy of
   the agent's weights that autocast caches for the forward pass.
-- generation: the KV cache of num_generations sequences of prompt + max_new_tokens, and the
-  sampler's sort over the vocabulary (fp32 values + int64 indices per sequence). Values are
+- generation: the KV cache of one generate() call's rows (a rollout call decodes the
+  rollout_buffer_size prompts of one update window: window x num_generations rows; an eval call
+  eval prompts x samples) of prompt + max_new_tokens, and the sampler's sort over the vocabulary
+  (fp32 values + int64 indices per row). Values are
   in the compute dtype, keys in float32: under autocast they come out of the rotary embedding
   float32 (measured on CPU: keys float32, values bfloat16).
 - with train.generation static/compiled (generation.py), that cache is not freed between
@@ -24,9 +26,10 @@ What one trial holds (two agents, comlrl's MAGRPO):
   eval: eval prompts x samples rows), each of prompt rounded up to 32 tokens + max_new_tokens,
   for the whole trial, so they count with the states. (The test prompts' cache that a retrain
   run's last epoch adds is not counted.)
-- with train.generation compiled under autocast, each agent's bf16 decode copy of its weights
-  (generation.Decoding.decoder: 2 bytes per parameter), kept for the whole trial; its kept
-  caches then hold keys in the compute dtype too.
+- with a decode copy (train.decode_dtype; generation.copy_dtype: compiled decoding under autocast,
+  or a bf16 CPU), each agent's copy of its weights in that dtype (generation.Decoding.decoder: 2
+  bytes per parameter for bf16), kept for the whole trial; its caches then hold keys and values
+  in that dtype.
 - with CUDA, what the process holds beyond the tensors counted above: the caching allocator's
   reserved-but-unallocated blocks and what the arithmetic misses (ALLOCATOR_MARGIN), and the CUDA
   context of the trial's process (CUDA_CONTEXT_BYTES; each trial is its own process). This is the
@@ -92,7 +95,7 @@ class Estimate:
     generation: int  # both agents' dynamic caches and samplers, while they generate
     cuda_context: int
     kept_caches: int = 0  # both agents' static caches, kept for the whole trial
-    decode_copies: int = 0  # both agents' compute-dtype copies for compiled decoding
+    decode_copies: int = 0  # both agents' decode copies (train.decode_dtype)
     allocator_margin: float = 0.0  # on a GPU: reserved + unaccounted memory, as a share of `tensors`
 
     @property
@@ -134,14 +137,16 @@ def estimate(
     on_gpu: bool,
     parallel: bool = False,
     kept_cache_tokens: int = 0,
-    decode_copy: bool = False,
+    decode_copy: str | None = None,
+    decode_rows: int | None = None,
 ) -> Estimate:
     """Bytes one trial (two agents) needs at its peak.
 
     `dtype` is the resolved compute dtype; `parallel` = one GPU per agent (both update at once);
     `kept_cache_tokens` = rows x length of the static caches one agent keeps (0: eager decoding,
-    whose dynamic cache lives only while it generates); `decode_copy` = compiled decoding on a
-    `dtype` copy of each agent (generation.Decoding.decoder), whose caches' keys are in `dtype` too.
+    whose dynamic cache lives only while it generates); `decode_copy` = the dtype of each agent's
+    decode copy (generation.Decoding.decoder; None = none), whose caches are in that dtype too;
+    `decode_rows` = the rows of the largest generate() call (default num_generations).
     """
     size = DTYPE_BYTES[dtype]
     params = shape.parameters()
@@ -149,11 +154,13 @@ def estimate(
     per_token_layer = SAVED_PER_TOKEN_H * shape.hidden_size + SAVED_PER_TOKEN_I * shape.intermediate_size
     activations = tokens * shape.num_hidden_layers * per_token_layer * size
     logits = tokens * shape.vocab_size * (size + 4)
-    kv_per_token = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * (MASTER_BYTES + size)
-    kv_cache = 0 if kept_cache_tokens else tokens * kv_per_token  # static: generate() fills the kept cache
-    sampler = num_generations * shape.vocab_size * (4 + 8)
-    copy = decode_copy and size != MASTER_BYTES
-    kept_per_token = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim * 2 * size if copy else kv_per_token
+    copy_size = DTYPE_BYTES[decode_copy] if decode_copy else 0
+    kv_width = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim
+    kv_per_token = kv_width * 2 * copy_size if copy_size else kv_width * (MASTER_BYTES + size)
+    rows = decode_rows or num_generations
+    # static: generate() fills the kept cache
+    kv_cache = 0 if kept_cache_tokens else rows * (prompt_tokens + max_new_tokens) * kv_per_token
+    sampler = rows * shape.vocab_size * (4 + 8)
     autocast_weights = params * size if size != MASTER_BYTES else 0
     return Estimate(
         parameters=params,
@@ -164,8 +171,8 @@ def estimate(
         generation=2 * (kv_cache + sampler),
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
         allocator_margin=ALLOCATOR_MARGIN if on_gpu else 0.0,
-        kept_caches=2 * kept_cache_tokens * kept_per_token,
-        decode_copies=2 * params * size if copy else 0,
+        kept_caches=2 * kept_cache_tokens * kv_per_token,
+        decode_copies=2 * params * copy_size,
     )
 
 
@@ -246,7 +253,9 @@ def study_estimate(study) -> tuple[Estimate, str]:
         spec = study.search.space.get(name)
         return int(spec.bounds()[1]) if spec else int(getattr(study.train, name))
 
-    from ratiotune.training.generation import cache_length, resolve
+    import torch
+
+    from ratiotune.training.generation import cache_length, copy_dtype, resolve
 
     on_gpu = study.resources.gpu > 0
     dtype = study.model.compute_dtype(on_gpu)
@@ -256,31 +265,30 @@ def study_estimate(study) -> tuple[Estimate, str]:
     train_prompts = [f(r) for r in study.prompts("train") for f in formatters]
     prompt_tokens = max(len(p) for p in train_prompts)
     decoding = resolve(study.train.generation, "cuda" if on_gpu else "cpu", threaded=study.resources.gpu >= 2)
+    # Rollouts decode the rollout_buffer_size prompts between two updates in one call
+    # (magrpo.TrialMAGRPOTrainer.batches_rollouts; training is single-turn); eval decodes all its
+    # prompts in one call.
+    window = study.train.rollout_buffer_size
+    eval_prompts = [max((f(r) for f in formatters), key=len) for r in study.prompts("eval")]
+    eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
     kept = 0
     if decoding != "eager":
+        # One kept cache per (rows, length) that the windows of the prompt list, in order, use;
+        # per agent's prompts; and one for eval.
         records = study.prompts("train")
-        if decoding == "compiled":
-            # Compiled rollouts decode the rollout_buffer_size prompts between two updates in one
-            # call (magrpo.TrialMAGRPOTrainer.batches_rollouts; training is single-turn): one cache per
-            # (rows, length) that the windows of the prompt list, in order, use; per agent's prompts.
-            window = study.train.rollout_buffer_size
-            rollout = 0
-            for f in formatters:
-                prompts = [f(r) for r in records]
-                keys = {(generations * len(prompts[i : i + window]),
-                         cache_length(max(map(len, prompts[i : i + window])), new_tokens))
-                        for i in range(0, len(prompts), window)}  # fmt: skip
-                rollout = max(rollout, sum(rows * length for rows, length in keys))
-        else:
-            # Rollouts generate one prompt at a time: one cache per prompt-length bucket in use.
-            rollout = generations * sum({cache_length(len(p), new_tokens) for p in train_prompts})
-        eval_prompts = [
-            max((f(r) for f in formatters), key=len) for r in study.prompts("eval")
-        ]  # one call for all of them: one cache
-        eval_rows = len(eval_prompts) * study.task.eval_samples_per_prompt
+        rollout = 0
+        for f in formatters:
+            prompts = [f(r) for r in records]
+            keys = {(generations * len(prompts[i : i + window]),
+                     cache_length(max(map(len, prompts[i : i + window])), new_tokens))
+                    for i in range(0, len(prompts), window)}  # fmt: skip
+            rollout = max(rollout, sum(rows * length for rows, length in keys))
         eval_length = cache_length(max(len(p) for p in eval_prompts), new_tokens)
         kept = rollout + eval_rows * eval_length
     shape = study_shape(study.model.name)
+    autocast = None if dtype == "float32" else getattr(torch, dtype)
+    copy = copy_dtype(study.train.decode_dtype, decoding, "cuda" if on_gpu else "cpu", autocast, shape.parameters())
+    copy_name = str(copy).removeprefix("torch.") if copy is not None else None
     result = estimate(
         shape,
         dtype=dtype,
@@ -290,10 +298,12 @@ def study_estimate(study) -> tuple[Estimate, str]:
         on_gpu=on_gpu,
         parallel=study.resources.gpu >= 2,
         kept_cache_tokens=kept,
-        decode_copy=decoding == "compiled",
+        decode_copy=copy_name,
+        decode_rows=max(generations * min(window, len(study.prompts("train"))), eval_rows),
     )
     header = (
-        f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {decoding} decoding, "
+        f"memory estimate per trial ({study.model.name}, float32 weights, {dtype} compute, {decoding} decoding"
+        f"{f' from a {copy_name} copy' if copy_name else ''}, "
         f"{result.parameters / 1e6:.1f}M parameters per agent, "
         f"num_generations {generations}, max_new_tokens {new_tokens}, prompts <= {prompt_tokens} tokens):"
     )

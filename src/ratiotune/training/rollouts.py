@@ -1,9 +1,9 @@
 """Rollouts: the reward that records every answer pair it scores, and a window's rollouts decoded in one call.
 
-With compiled decoding, the prompts that are sampled from the same weights (the rollout_buffer_size
-prompts between two updates) are decoded in one generate() call per agent (`generate_batched`,
-through TrialMAGRPOTrainer._prefetch_rollouts): decoding is bound by sequential steps, so one
-16-row call takes about the steps of one 8-row call.
+The prompts that are sampled from the same weights (the rollout_buffer_size prompts between two
+updates) are decoded in one generate() call per agent (`generate_batched`, through
+TrialMAGRPOTrainer._prefetch_rollouts): a decode step reads every weight once whatever its rows,
+so one 16-row call takes about the time of one 8-row call (on CPU and GPU alike).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ class RecordingReward:
 def generate_batched(trainer: MAGRPOTrainer, agent_idx: int, items: list[Any]) -> list[dict[str, Any]]:
     """num_generations rollouts of each item from one left-padded generate() call, in comlrl's per-prompt format.
 
-    trainer is a magrpo.TrialMAGRPOTrainer with compiled decoding (its `decoding` and `autocast`).
+    trainer is a magrpo.TrialMAGRPOTrainer (its `decoding` and `autocast`); the call runs on the
+    agent's decode copy if it keeps one (generation.Decoding.decoder).
 
     Each item's dict is what comlrl 1.4.3's _generate_completions returns for that item alone:
     its own (unpadded) prompt ids, and completions cut where its own call would have stopped
@@ -74,8 +75,10 @@ def generate_batched(trainer: MAGRPOTrainer, agent_idx: int, items: list[Any]) -
     the same tokens, trailing pads included. The sampling arguments are comlrl's.
     """
     decoding, tokenizer = trainer.decoding[agent_idx], trainer.tokenizers[agent_idx]
-    model = decoding.decoder()
+    # The pad/eos ids go into the agent's config and the decode copy's (comlrl sets the agent's only).
     apply_tokenizer_specials(tokenizer, [unwrap_model(trainer.agents[agent_idx])])
+    model = decoding.decoder()
+    apply_tokenizer_specials(tokenizer, [model])
     device = next(model.parameters()).device
     gens, max_new = int(trainer.args.num_generations), int(trainer.args.max_new_tokens)
     prompts = [trainer.formatters[agent_idx](item) for item in items]

@@ -145,7 +145,12 @@ class TrainSpec(Strict):
     advantage_mode: Literal["mean", "raw", "max", "rloo"] = Field(
         "mean", description="Group baseline: mean reward, none (raw), the max, or leave-one-out mean (rloo)."
     )
-    rollout_buffer_size: int = Field(2, ge=1, description="Prompts collected before each update.")
+    rollout_buffer_size: int = Field(
+        2,
+        ge=1,
+        description="Prompts collected before each update (the update window); their rollouts are decoded in one "
+        "generate() call per agent. It changes the algorithm (how many prompts share one update), not only the speed.",
+    )
     train_batch_size: Optional[int] = Field(
         None, ge=1, description="Completions per optimizer step (comlrl); None = comlrl's default."
     )
@@ -159,6 +164,13 @@ class TrainSpec(Strict):
         description="How rollouts and eval decode: eager (dynamic KV cache, as comlrl does), static (a fixed-size "
         "KV cache kept between calls), compiled (that cache plus a torch.compile'd decode step; CUDA graphs on a "
         "GPU); auto = compiled on one CUDA device, else eager (CPU, and resources.gpu: 2).",
+    )
+    decode_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="The weights rollouts and eval sample from: a copy of each agent in this dtype, refreshed after "
+        "every optimizer step (the master weights, the update and AdamW stay float32); float32 = the masters "
+        "themselves. auto = bfloat16 on a CPU with native bf16 (avx512_bf16/AMX) for models of 50M parameters or "
+        "more, and for compiled decoding under bf16 autocast; else float32.",
     )
 
 
