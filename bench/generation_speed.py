@@ -1,9 +1,10 @@
-"""ms per decode step for each train.generation mode (eager, static, compiled), side by side.
+"""Decoding speed: ms per decode step of each train.generation mode, and (--study) a study's whole epoch.
 
     python bench/generation_speed.py                       # builtin:tiny on CPU, 8 x 64 tokens
     python bench/generation_speed.py --model builtin:qwen2.5-0.5b-shape --tokens 16 --repeats 3
+    python bench/generation_speed.py --study studies/smollm2-cpu.yaml   # epoch, per-prompt float32 vs shipped
 
-One agent samples num_generations answers to one prompt through the package's own
+Modes (the default): one agent samples num_generations answers to one prompt through the package's own
 decoding (generation.Decoding, as rollouts do), every step forced (min_new_tokens), so each
 call is `tokens` decode steps. The modes alternate call by call (eager, static, compiled,
 eager, ...) and the figures are medians, so load from other processes on a shared machine
@@ -11,12 +12,16 @@ hits every mode alike; read the ratios, absolute ms move with load. The first ca
 mode is warm-up (and, compiled, the compilation): reported as "first call", not in the median.
 ms/step is a whole generate() call over its steps, so it includes the prompt's prefill.
 Torch uses one thread, as a search trial with resources.cpu: 1 does.
+
+--study: bench/epoch_speed.py (one trial epoch at the study's sizes, split into rollouts, update,
+eval and checkpoint, against this CPU's floor, and the window sizes 1, 2, 5, 10).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 MODES = ("eager", "static", "compiled")
@@ -94,7 +99,13 @@ def decode_speed(
 
 
 def main() -> None:
+    if "--study" in sys.argv or "--child" in sys.argv:
+        import epoch_speed  # bench/ is on sys.path when this file runs as a script
+
+        epoch_speed.main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", help="a study file: its epoch, per-prompt float32 vs shipped (bench/epoch_speed.py)")
     parser.add_argument("--model", default="builtin:tiny")
     parser.add_argument("--rows", type=int, default=8, help="sequences per call (num_generations)")
     parser.add_argument("--tokens", type=int, default=64, help="decode steps per call")

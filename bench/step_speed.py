@@ -85,9 +85,11 @@ def child_epoch(args: argparse.Namespace) -> dict:
         update_seconds.append(time.perf_counter() - start)
 
     trainer._update_from_samples = timed_update
-    # Decode time and steps, per agent call of generate() (rows = num_generations in eager mode).
+    # Decode time and steps, per generate() call of an agent or its decode copy (rows = one update
+    # window's prompts x num_generations).
     decode = {"seconds": 0.0, "steps": 0, "rows": 0, "tokens": 0}
-    for agent in trainer.agents:
+    decoders = {id(m): m for a, d in zip(trainer.agents, trainer.decoding) for m in (a, d.decoder())}
+    for agent in decoders.values():
         generate = agent.generate
 
         def timed_generate(*a, _generate=generate, **kw):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from conftest import run_cli
 
+from ratiotune.training import magrpo
 from ratiotune.training.placement import PlacementError, choose_devices, local_devices
 from ratiotune.core.study import validate_study
 from ratiotune.training.trainable import Trial
@@ -92,20 +93,20 @@ def test_mp_epoch_with_two_devices_counts_tokens_and_trains(tiny_study):
     assert trainer.args.parallel_training == "mp"
     assert trainer.tokenizers[0] is not trainer.tokenizers[1]  # one per thread
     seen: list[int] = []
-    generate = type(trainer).__mro__[1]._generate_completions
+    generate = magrpo.generate_batched  # each window's rollouts, one call per agent (from its own thread)
 
-    def counting(self, *args, **kwargs):
-        output = generate(self, *args, **kwargs)
-        seen.append(sum(output["response_lens"]))
-        return output
+    def counting(*args, **kwargs):
+        outputs = generate(*args, **kwargs)
+        seen.extend(sum(output["response_lens"]) for output in outputs)
+        return outputs
 
-    type(trainer).__mro__[1]._generate_completions = counting
+    magrpo.generate_batched = counting
     try:
         before = parameters(trial)
         metrics = trial.run_epoch()
     finally:
-        type(trainer).__mro__[1]._generate_completions = generate
-    # 3 prompts x 2 agents generate calls, every token counted once despite two threads.
+        magrpo.generate_batched = generate
+    # 3 prompts x 2 agents' rollouts, every token counted once despite two threads.
     assert len(seen) == 6 and trainer.generated_tokens == sum(seen) > 0
     assert trainer.nonfinite_losses == 0 and metrics["infeasible"] == 0
     # Both agents updated (the two sampling threads share torch's CPU RNG, so which rewards come

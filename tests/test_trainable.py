@@ -110,5 +110,7 @@ def test_length_ratio_figures_are_those_recorded_before_tasks_were_plugins(tiny_
     tiny_study["task"].update(train_prompts="builtin:tutorial", eval_prompts="builtin:eval", target_min=1.5, target_max=2.5)
     study = read_prompts(validate_study(tiny_study))
     trial = Trial(study, {"learning_rate": 2e-3, "num_generations": 2, "max_new_tokens": 12}, seed=3)
+    # The figures were recorded with one generate() call per prompt: the same random stream.
+    trial.trainer.batched_rollouts = False
     rows = [trial.run_epoch() for _ in range(2)]
     assert [{k: v for k, v in row.items() if k in expected} for row, expected in zip(rows, BEFORE_PLUGINS)] == BEFORE_PLUGINS

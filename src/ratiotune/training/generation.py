@@ -67,6 +67,8 @@ from transformers import StaticCache
 from transformers.generation import utils as _generation_utils
 from transformers.generation.configuration_utils import CompileConfig
 
+from ratiotune.training import packed_linear
+
 MODES = ("auto", "eager", "static", "compiled")
 DECODE_DTYPES = ("auto", "float32", "bfloat16")
 # 'auto' decodes from a bf16 copy on a CPU with native bf16 only for models this large: measured
@@ -130,6 +132,12 @@ def copy_dtype(
     return None
 
 
+def packs_copy(copy: torch.dtype | None, mode: str, device: str | torch.device) -> bool:
+    """Whether a decode copy keeps its linear weights prepacked for oneDNN (packed_linear.py): a bf16
+    copy on CPU, uncompiled (Dynamo does not trace the packed op), where this torch has the op."""
+    return copy == torch.bfloat16 and torch.device(device).type == "cpu" and mode != "compiled" and packed_linear.available()
+
+
 def cache_length(prompt_tokens: int, max_new_tokens: int) -> int:
     """Tokens a static cache holds: the prompt rounded up to PROMPT_BUCKET, plus the answer."""
     return -(-prompt_tokens // PROMPT_BUCKET) * PROMPT_BUCKET + max_new_tokens
@@ -152,6 +160,18 @@ def compile_config(device: str | torch.device, backend: str = "inductor") -> Com
     return config
 
 
+def _contiguous_input(module: torch.nn.Module, args: tuple) -> tuple:
+    """The LM head's input made contiguous (a forward pre-hook on the decode copy's head).
+
+    generate() gives the head the last position's hidden states, a strided view of the
+    prefill's [rows, prompt, hidden]. For a weight that does not require grad (the copy's),
+    torch.matmul does not fold such a view into one mm: it expands the vocabulary matrix to one
+    per row and runs bmm, a copy of rows x vocab x hidden (453 MB at 8 rows of SmolLM2; 1.8 s a
+    call on this CPU, half of a 16-token rollout). Copying the [rows, 1, hidden] view costs nothing.
+    """
+    return (args[0].contiguous(), *args[1:])
+
+
 class Decoding:
     """One agent's decoding mode and the static caches it keeps between `generate` calls."""
 
@@ -170,6 +190,7 @@ class Decoding:
         # `decode_dtype` train.decode_dtype); None = on the model itself.
         parameters = sum(p.numel() for p in model.parameters())
         self.copy_dtype = copy_dtype(decode_dtype, self.mode, device, dtype, parameters)
+        self.packs = packs_copy(self.copy_dtype, self.mode, device)
         self._copy: torch.nn.Module | None = None
         self._versions: tuple[int, ...] = ()
         # A test may swap in another backend before the first call (compile_config(device, "aot_eager")).
@@ -214,6 +235,9 @@ class Decoding:
             self._copy = copy.deepcopy(self.model).eval().requires_grad_(False)
             for param in self._copy.parameters():
                 param.data = param.data.to(self.copy_dtype)
+            self._copy.get_output_embeddings().register_forward_pre_hook(_contiguous_input)
+            if self.packs:
+                packed_linear.pack(self._copy)
             self._versions = self._master_versions()
         elif self._master_versions() != self._versions:
             self.refresh()
@@ -227,16 +251,18 @@ class Decoding:
             masters = dict(self.model.named_parameters())
             copies = list(self._copy.named_parameters())
             torch._foreach_copy_([t for _, t in copies], [masters[name] for name, _ in copies])
+        if self.packs:
+            packed_linear.repack(self._copy, masters)
         self._versions = self._master_versions()
 
     def _master_versions(self) -> tuple[int, ...]:
         return tuple(p._version for p in self.model.parameters())
 
     def copy_bytes(self) -> int:
-        """Bytes of the decode copy (0 until its first use, and without one)."""
+        """Bytes of the decode copy, its packed weights included (0 until its first use, and without one)."""
         if self._copy is None:
             return 0
-        return sum(t.numel() * t.element_size() for t in self._copy.parameters())
+        return sum(t.numel() * t.element_size() for t in self._copy.parameters()) + packed_linear.packed_bytes(self._copy)
 
     def kept_bytes(self) -> int:
         """Bytes of the caches kept now (0 until their first call allocates them)."""

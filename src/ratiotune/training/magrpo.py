@@ -91,6 +91,8 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         # With parallel_training="mp" comlrl runs each agent's generation and update in its
         # own thread; the counters below are shared between them.
         self._counter_lock = threading.Lock()
+        # Agents whose weights an optimizer step changed since run_epoch last checked them for NaN/inf.
+        self._stepped: set[int] = set()
 
     def _count(self, name: str, n: int) -> None:
         with self._counter_lock:
@@ -102,8 +104,11 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
             return contextlib.nullcontext()
         return torch.autocast(torch.device(device).type, dtype=self.autocast_dtype)
 
-    def first_nonfinite_parameter(self) -> str | None:
+    def first_nonfinite_parameter(self, agent_indices: list[int] | None = None) -> str | None:
+        """The first NaN/inf weight of the given agents (default both), as 'agent i name'; None if all are finite."""
         for agent_idx, agent in enumerate(self.agents):
+            if agent_indices is not None and agent_idx not in agent_indices:
+                continue
             params = list(agent.parameters())
             # One reduction and one device sync per agent (a per-tensor .item() would sync
             # once per tensor, ~290 times for Qwen2.5-0.5B); the name is looked up only on failure.
@@ -164,6 +169,8 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
 
     def _update_from_samples(self, agent_idx: int, samples: list[Any]) -> None:
         super()._update_from_samples(agent_idx, samples)
+        if samples:
+            self._stepped.add(agent_idx)
         if self.decoding is not None:
             self.decoding[agent_idx].refresh()  # the bf16 decode copy follows the optimizer step
         # Free this agent's gradients now rather than at its next update: with the agents
@@ -199,8 +206,11 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
                 for item in group:
                     self.reward_func.start_group()
                     self._train_step_returns(item)
-                    # Stop at the first sign of divergence instead of training on.
-                    if self.nonfinite_losses or self.first_nonfinite_parameter():
+                    # Stop at the first sign of divergence instead of training on. Weights change only
+                    # at an optimizer step, so only the agents that stepped are read (a read of every
+                    # weight: ~0.4 s an agent for SmolLM2 on this CPU).
+                    stepped, self._stepped = sorted(self._stepped), set()
+                    if self.nonfinite_losses or (stepped and self.first_nonfinite_parameter(stepped)):
                         return
             except (ValueError, RuntimeError) as exc:
                 if not is_nonfinite_sampling(exc):
@@ -419,6 +429,13 @@ def build_trainer(
         wandb_config=None,
     )
     trainer.verbose = False  # silences comlrl's per-epoch tqdm bars inside trials
+    if all(torch.device(d).type == "cpu" for d in devices):
+        # comlrl builds torch's default AdamW, which on CPU loops over the tensors op by op; the fused
+        # kernel makes the same update (torch's defaults, comlrl's lr) in one pass over weights,
+        # gradients and moments: 0.19 vs 0.87 s a step for SmolLM2-135M on this CPU (one thread).
+        # GPU trials keep comlrl's optimizer, as measured there.
+        trainer.optimizers = [torch.optim.AdamW(agent.parameters(), lr=config.agent_learning_rate, fused=True)
+                              for agent in agents]  # fmt: skip
     trainer.fast_update = train.fast_update
     trainer.autocast_dtype = None if autocast_dtype == torch.float32 else autocast_dtype
     threaded = parallel == "mp"  # comlrl then generates both agents at once, from two threads
@@ -426,4 +443,6 @@ def build_trainer(
         Decoding(train.generation, agent, device, threaded, dtype=trainer.autocast_dtype, decode_dtype=train.decode_dtype)
         for agent, device in zip(agents, devices)
     ]
+    for decoding in trainer.decoding:
+        decoding.decoder()  # a decode copy is made now, once per trial (~1 s for SmolLM2), not in the first rollout
     return trainer

@@ -138,6 +138,7 @@ def estimate(
     parallel: bool = False,
     kept_cache_tokens: int = 0,
     decode_copy: str | None = None,
+    decode_packed: bool = False,
     decode_rows: int | None = None,
 ) -> Estimate:
     """Bytes one trial (two agents) needs at its peak.
@@ -146,6 +147,7 @@ def estimate(
     `kept_cache_tokens` = rows x length of the static caches one agent keeps (0: eager decoding,
     whose dynamic cache lives only while it generates); `decode_copy` = the dtype of each agent's
     decode copy (generation.Decoding.decoder; None = none), whose caches are in that dtype too;
+    `decode_packed` = its linear weights prepacked (packed_linear.py: each weight once, a tied LM head twice);
     `decode_rows` = the rows of the largest generate() call (default num_generations).
     """
     size = DTYPE_BYTES[dtype]
@@ -158,6 +160,7 @@ def estimate(
     kv_width = shape.num_hidden_layers * shape.num_key_value_heads * shape.head_dim
     kv_per_token = kv_width * 2 * copy_size if copy_size else kv_width * (MASTER_BYTES + size)
     rows = decode_rows or num_generations
+    tied_head = shape.vocab_size * shape.hidden_size if shape.tie_word_embeddings else 0
     # static: generate() fills the kept cache
     kv_cache = 0 if kept_cache_tokens else rows * (prompt_tokens + max_new_tokens) * kv_per_token
     sampler = rows * shape.vocab_size * (4 + 8)
@@ -172,7 +175,7 @@ def estimate(
         cuda_context=CUDA_CONTEXT_BYTES if on_gpu else 0,
         allocator_margin=ALLOCATOR_MARGIN if on_gpu else 0.0,
         kept_caches=2 * kept_cache_tokens * kv_per_token,
-        decode_copies=2 * params * copy_size,
+        decode_copies=2 * copy_size * (params + (tied_head if decode_packed else 0)),
     )
 
 
@@ -255,7 +258,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
 
     import torch
 
-    from ratiotune.training.generation import cache_length, copy_dtype, resolve
+    from ratiotune.training.generation import cache_length, copy_dtype, packs_copy, resolve
 
     on_gpu = study.resources.gpu > 0
     dtype = study.model.compute_dtype(on_gpu)
@@ -299,6 +302,7 @@ def study_estimate(study) -> tuple[Estimate, str]:
         parallel=study.resources.gpu >= 2,
         kept_cache_tokens=kept,
         decode_copy=copy_name,
+        decode_packed=packs_copy(copy, decoding, "cuda" if on_gpu else "cpu"),
         decode_rows=max(generations * min(window, len(study.prompts("train"))), eval_rows),
     )
     header = (
