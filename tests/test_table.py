@@ -52,8 +52,12 @@ def test_table_covers_the_grid():
 
 
 @pytest.mark.parametrize("lr", ["0.00144"])
-def test_a_row_reproduces(lr):
+def test_a_row_reproduces(lr, monkeypatch):
     """The cheapest config that learns (2 generations, 16 tokens) retrained on seed 1: same curve, test figure and collapse."""
+    from ratiotune.training.magrpo import TrialMAGRPOTrainer
+
+    # The table was trained with one generate() call per prompt (before issue 44): the same random stream.
+    monkeypatch.setattr(TrialMAGRPOTrainer, "batched_rollouts", False)
     bench = load_bench()
     row = next(
         r
