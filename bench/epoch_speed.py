@@ -34,16 +34,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+import one_thread  # noqa: E402  (bench/: children on one thread, medians, the floor; shared with step_speed.py)
+from one_thread import median  # noqa: E402
+
+REPO = one_thread.REPO
 PATHS = ("per-prompt", "shipped")
 
 
@@ -144,30 +146,13 @@ def child_epoch(args: argparse.Namespace) -> dict:
 
 
 def child_floor(args: argparse.Namespace) -> dict:
-    """This CPU on one thread, now: 2048^2 matmul FLOP rates (float32, bf16) and the read bandwidth
-    of summing a tensor of the study's model's float32 size (512 MB at least)."""
-    import torch
-
+    """This CPU on one thread, now (one_thread.machine_floor), reading at least the study's model's float32 size."""
     from ratiotune.training.models import load_agents
 
     (model, _), _tokenizer = load_agents(load(args.study, []).model.name)
     params = sum(p.numel() for p in model.parameters())
     del model, _
-    rates = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        a, b = torch.randn(2048, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
-        a @ b
-        start = time.perf_counter()
-        for _ in range(10):
-            a @ b
-        rates[str(dtype).removeprefix("torch.")] = 10 * 2 * 2048**3 / (time.perf_counter() - start)
-    # At least 512 MB, so that the read comes from memory, not from the caches (builtin:tiny is 0.3 MB).
-    weights = torch.ones(max(params, 2**27))
-    weights.sum()
-    start = time.perf_counter()
-    for _ in range(5):
-        weights.sum()
-    return {"flops": rates, "bandwidth": 5 * weights.numel() * 4 / (time.perf_counter() - start), "parameters": params}
+    return {**one_thread.machine_floor(params), "parameters": params}
 
 
 def child_kl(args: argparse.Namespace) -> dict:
@@ -212,16 +197,7 @@ def child_kl(args: argparse.Namespace) -> dict:
 
 
 def run_child(kind: str, study: str, path: str = "shipped", extra: list[str] | None = None) -> dict:
-    command = [sys.executable, __file__, "--child", kind, "--study", study, "--path", path, *(extra or [])]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
-    if done.returncode != 0:
-        sys.exit(f"child {kind} {path} {extra or ''} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def median(runs: list[dict], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
+    return one_thread.run_child(__file__, [kind, "--study", study, "--path", path, *(extra or [])])
 
 
 def step_floor(run: dict, floor: dict) -> float:

@@ -7,7 +7,10 @@ Reads the runs a table trained (bench/table.py) and answers four questions, one 
   between-group sum of squares over the total), the seed included: does the learning rate dominate;
 - the spread of the final test figure (quantiles, a 10-bin histogram, collapses): do runs
   collapse, and is the outcome bimodal;
-- agent 1's answer length epoch by epoch per learning rate: how agent 1 learns to stop early.
+- agent 1's answer length epoch by epoch per learning rate: how agent 1 learns to stop early;
+- selection by measurement: with the N best configs known in advance, how often the best mean over k
+  seeds each is a config within 85% of the best (by the mean over all its runs): what seed noise lets
+  any search ship at a given compute, however it samples.
 Eval figures per epoch need a runs file written since bench/table.py records them ("eval").
 """
 
@@ -89,6 +92,47 @@ def report(runs: list[dict], metric: str) -> list[str]:
     return lines
 
 
+def config(run: dict) -> tuple:
+    return (run["learning_rate"], run["num_generations"], run["max_new_tokens"])
+
+
+def scored(run: dict) -> float:
+    """A run's figure as the race and bench/simulate.py score it: 0 when it collapsed or diverged."""
+    return 0.0 if run["collapsed"] else test_value(run)
+
+
+def selection_bound(runs: list[dict], tops=(10, 20, None), seeds=(1, 2, 4, 8), repeats: int = 2000) -> list[str]:
+    """Pick the best mean over k runs (drawn without replacement) of each of the N best configs (by the
+    mean over all their runs, scored(): the truth here); the share of picks within 85% of the best config, and
+    the mean ratio to it. N None: every config. A bound on measurement alone: knowing the N best in
+    advance is more than any search knows."""
+    by_config = defaultdict(list)
+    for r in runs:
+        by_config[config(r)].append(scored(r))
+    truth = sorted(((float(np.mean(v)), k) for k, v in by_config.items()), reverse=True)
+    best = truth[0][0]
+    epochs = max(len(r.get("curve") or r.get("eval") or [0]) for r in runs)
+    rng = np.random.default_rng(0)
+    lines = ["selection by measurement (the N best configs known in advance; the best mean over k seeds each ships):"]
+    for top in tops:
+        chosen = truth[: top or len(truth)]
+        for k in seeds:
+            if k > min(len(by_config[key]) for _, key in chosen):
+                continue
+            picks = []
+            for _ in range(repeats):
+                means = [np.mean(rng.choice(by_config[key], k, replace=False)) for _, key in chosen]
+                picks.append(chosen[int(np.argmax(means))][0] / best)
+            picks = np.array(picks)
+            lines.append(
+                f"  {len(chosen)} configs x {k} seeds ({len(chosen) * k * epochs} trial-epochs): "
+                f">= 85% of best in {np.mean(picks >= 0.85):.0%}, mean ratio {picks.mean():.2f}"
+            )
+    within = sum(v >= 0.85 * best for v, _ in truth)
+    lines.append(f"  configs within 85% of the best: {within} of {len(truth)}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", type=Path, help="a table's <name>_runs.jsonl")
@@ -100,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = args.runs.with_name(args.runs.name.replace("_runs.jsonl", "_table.json"))
     metric = json.loads(meta.read_text()).get("metric", "the study's metric") if meta.is_file() else "the study's metric"
     print("\n".join(report(runs, metric)))
+    if len({config(r) for r in runs}) > 1:
+        print("\n".join(selection_bound(runs)))
     return 0
 
 

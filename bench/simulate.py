@@ -603,6 +603,14 @@ def designs(budget: int, study: Path = SMOKE) -> list[Design]:
             ("search.lr_points=12", "search.num_samples=24"),
             note="shipped with 12 learning rates (a grid off the table's), twice that many trials",
         ),
+        # The race's selection (issue 41): how many challengers, how many seeds each at most. The shipped
+        # 3 x 4 was chosen among these and 2-4 x 4-8 at confidence 90/95% on study seeds 0-299.
+        Design(
+            "race-4x8", ("race.top_k=4", "race.max_seeds=8"), note="shipped with the race before issue 41: top_k 4, max_seeds 8"
+        ),
+        Design("race-2x8", ("race.top_k=2", "race.max_seeds=8"), note="shipped with race.top_k 2, max_seeds 8"),
+        Design("race-4x4", ("race.top_k=4",), note="shipped with race.top_k 4 (max_seeds 4)"),
+        Design("race-3x8", ("race.max_seeds=8",), note="shipped with race.max_seeds 8 (top_k 3)"),
         Design("confirm-6", ("race.confirm_seeds=6",), note="shipped with race.confirm_seeds 6"),
         Design("share-45", ("race.max_share=0.45",), note="shipped with race.max_share 0.45"),
         Design("fallbacks-0", ("race.fallbacks=0",), note="shipped without a fallback (2 looks: 97.5% each)"),
@@ -631,6 +639,10 @@ COMPARED = (
     "staged-asha-6",
     "staged-8",
     "staged-12",
+    "race-4x8",
+    "race-2x8",
+    "race-4x4",
+    "race-3x8",
     "confirm-6",
     "share-45",
     "fallbacks-0",

@@ -29,16 +29,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(Path(__file__).resolve().parent)]
+import one_thread  # noqa: E402  (bench/: children on one thread, medians, the floor; shared with epoch_speed.py)
+from one_thread import median  # noqa: E402
+
+REPO = one_thread.REPO
 
 # name -> (model, prompts, num_generations, max_new_tokens, repeats) for full / quick runs.
 CONFIGS = {
@@ -165,22 +167,8 @@ def child_grad(args: argparse.Namespace) -> dict:
 
 
 def child_floor(args: argparse.Namespace) -> dict:
-    """What this CPU allows on one thread, measured now: a 2048^2 float32 matmul's FLOP rate and the
-    read bandwidth of summing a 538 MB float32 tensor (SmolLM2-135M's weights)."""
-    import torch
-
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(10):
-        a @ b
-    flops = 10 * 2 * 2048**3 / (time.perf_counter() - start)
-    weights = torch.ones(134_515_008)
-    weights.sum()
-    start = time.perf_counter()
-    for _ in range(5):
-        weights.sum()
-    return {"flops": flops, "bandwidth": 5 * weights.numel() * 4 / (time.perf_counter() - start)}
+    """This CPU on one thread, now (one_thread.machine_floor), reading SmolLM2-135M's float32 weights (538 MB)."""
+    return one_thread.machine_floor(134_515_008)
 
 
 def print_floors(name: str, shape: tuple, fast: list[dict]) -> None:
@@ -191,15 +179,16 @@ def print_floors(name: str, shape: tuple, fast: list[dict]) -> None:
     floor = run_child("floor", shape)
     params, rows = fast[0]["parameters"], fast[0]["decode_rows"]
     step = median(fast, "decode_s") / fast[0]["decode_steps"]
-    read, arithmetic = 4 * params / floor["bandwidth"], 2 * params * rows / floor["flops"]
-    print(f"   floor (this CPU, one thread, measured now): matmul {floor['flops'] / 1e9:.0f} GFLOP/s, "
+    flops = floor["flops"]["float32"]
+    read, arithmetic = 4 * params / floor["bandwidth"], 2 * params * rows / flops
+    print(f"   floor (this CPU, one thread, measured now): matmul {flops / 1e9:.0f} GFLOP/s, "
           f"read {floor['bandwidth'] / 1e9:.1f} GB/s")  # fmt: skip
     print(f"   decode: {1e3 * step:.0f} ms a step at {rows} rows ({rows / step:.0f} tokens/s, "
           f"{fast[0]['decode_steps']} steps an epoch); floor {1e3 * max(read, arithmetic):.0f} ms "
           f"(weights {4 * params / 1e6:.0f} MB read: {1e3 * read:.0f} ms; {2 * params * rows / 1e9:.2f} GFLOP: "
           f"{1e3 * arithmetic:.0f} ms)")  # fmt: skip
     updates = median(fast, "update_s") * fast[0]["updates"]
-    update_floor = 6 * params * fast[0]["sequence_tokens"] / floor["flops"]
+    update_floor = 6 * params * fast[0]["sequence_tokens"] / flops
     print(f"   updates: {updates:.1f} s an epoch over {fast[0]['sequence_tokens']} prompt+answer tokens; "
           f"arithmetic floor {update_floor:.1f} s (6 x parameters x tokens; {updates / update_floor:.1f}x)")  # fmt: skip
     if name == "smollm2":
@@ -210,17 +199,7 @@ def print_floors(name: str, shape: tuple, fast: list[dict]) -> None:
 
 def run_child(kind: str, shape: tuple, mode: str = "fast") -> dict:
     model, n_prompts, generations, tokens, _ = shape
-    command = [sys.executable, __file__, "--child", kind, "--mode", mode,
-               "--shape", model, str(n_prompts), str(generations), str(tokens)]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "WANDB_MODE": "offline"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO)
-    if done.returncode != 0:
-        sys.exit(f"child {kind} {mode} {shape} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def median(runs: list[dict], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
+    return one_thread.run_child(__file__, [kind, "--mode", mode, "--shape", model, str(n_prompts), str(generations), str(tokens)])
 
 
 def bench_config(name: str, shape: tuple) -> tuple[float, float]:

@@ -89,6 +89,17 @@ def write_study(tmp_path):
     return write
 
 
+def per_prompt_rollouts(trainer, items: list, agent_idx: int = 0) -> list[dict]:
+    """comlrl's own path: one generate() call per prompt, through the trial's trainer (its decode
+    copy and generation mode included), in comlrl's output format; what a batched window must match."""
+    args = trainer.args
+    return [
+        trainer._generate_completions(trainer.agents[agent_idx], [item], agent_idx=agent_idx,
+                                      num_return_sequences=args.num_generations, max_new_tokens=args.max_new_tokens)
+        for item in items
+    ]  # fmt: skip
+
+
 def run_cli(*args: str, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
     """`ratiotune ARGS...` in a fresh process (its own Ray instance), output captured."""
     return subprocess.run(

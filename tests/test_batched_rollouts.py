@@ -10,6 +10,7 @@ answers each), and the same test must tell apart a sampler that really differs.
 from __future__ import annotations
 
 import torch
+from conftest import per_prompt_rollouts
 from scipy.stats import chi2_contingency
 
 from ratiotune.core.study import validate_study
@@ -34,17 +35,6 @@ def window_trial(tiny_study, tmp_path, **train) -> Trial:
     return Trial(study, {})
 
 
-def per_prompt(trial: Trial, agent_idx: int, items: list) -> list[dict]:
-    """comlrl's one call per prompt, through the trainer the trial runs (decode copy included)."""
-    trainer = trial.trainer
-    agent, args = trainer.agents[agent_idx], trainer.args
-    return [
-        trainer._generate_completions(agent, [item], agent_idx=agent_idx, num_return_sequences=args.num_generations,
-                                      max_new_tokens=args.max_new_tokens)
-        for item in items
-    ]  # fmt: skip
-
-
 def train_items(trial: Trial) -> list:
     return [batch[0] for batch in trial.trainer.get_train_dataloader()]
 
@@ -57,7 +47,7 @@ def test_greedy_rollouts_are_the_same_tokens_batched_or_one_prompt_at_a_time(tin
         assert len({len(item["prompt"]) for item in items}) == 4  # four lengths: the call pads
         for agent_idx in (0, 1):
             batched = generate_batched(trial.trainer, agent_idx, items)
-            single = per_prompt(trial, agent_idx, items)
+            single = per_prompt_rollouts(trial.trainer, items, agent_idx)
             for one, many in zip(single, batched):
                 assert torch.equal(one["prompt_input_ids"], many["prompt_input_ids"])
                 assert one["response_lens"] == many["response_lens"]
@@ -104,7 +94,11 @@ def draw(trial: Trial, rounds: int, batched: bool, seed: int) -> list[list[dict]
     out = []
     for _ in range(rounds):
         for agent_idx in (0, 1):
-            out.append(generate_batched(trial.trainer, agent_idx, items) if batched else per_prompt(trial, agent_idx, items))
+            out.append(
+                generate_batched(trial.trainer, agent_idx, items)
+                if batched
+                else per_prompt_rollouts(trial.trainer, items, agent_idx)
+            )
     return out
 
 

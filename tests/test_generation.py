@@ -12,7 +12,7 @@ import copy
 
 import pytest
 import torch
-from conftest import run_cli
+from conftest import per_prompt_rollouts, run_cli
 
 from ratiotune.training.generation import (
     MODES,
@@ -276,13 +276,7 @@ def compiled_trial(tiny_study, **train) -> Trial:
 
 def per_prompt_and_batched(trainer, items, agent_idx: int = 0):
     """comlrl's call per prompt (as before) and one batched call for all of them, in comlrl's format."""
-    args = trainer.args
-    alone = [
-        trainer._generate_completions(trainer.agents[agent_idx], [item], agent_idx=agent_idx,
-                                      num_return_sequences=args.num_generations, max_new_tokens=args.max_new_tokens)
-        for item in items
-    ]  # fmt: skip
-    return alone, generate_batched(trainer, agent_idx, items)
+    return per_prompt_rollouts(trainer, items, agent_idx), generate_batched(trainer, agent_idx, items)
 
 
 def test_batched_rollouts_give_each_prompts_own_call_with_greedy_sampling(tiny_study):

@@ -265,7 +265,9 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     confirm = asked[-1]
     # The confirmation's seeds follow the selection's (1..max_seeds, default 4): race.confirm_seeds (default 5) more.
     first_confirm = RaceSpec().max_seeds + 1
-    assert {r[SEED_KEY] for r in confirm} == set(range(first_confirm, first_confirm + RaceSpec().confirm_seeds)) == {5, 6, 7, 8, 9}
+    assert (
+        {r[SEED_KEY] for r in confirm} == set(range(first_confirm, first_confirm + RaceSpec().confirm_seeds)) == {5, 6, 7, 8, 9}
+    )
     assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"

@@ -137,17 +137,17 @@ class TrialMAGRPOTrainer(MAGRPOTrainer):
         if self.decoding is not None and plain_prompts:
             # Sample from the agent's decode copy if it keeps one (generation.Decoding.decoder).
             agent = self.decoding[agent_idx].decoder()
-        if self.decoding is not None and self.decoding[agent_idx].mode != "eager" and plain_prompts:
-            # comlrl tokenizes the prompts inside; the cache is sized from the same padded
-            # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
-            # Other prompts (multi-turn, never used here) decode eagerly.
-            prompts = [self.formatters[agent_idx](item) for item in batch_items]
-            prompt_tokens = self.tokenizers[agent_idx](prompts, padding=True, truncation=True).input_ids
-            kwargs.update(
-                self.decoding[agent_idx].generate_kwargs(
-                    "rollout", len(batch_items) * num_return_sequences, max(map(len, prompt_tokens)), max_new_tokens
+            if self.decoding[agent_idx].mode != "eager":
+                # comlrl tokenizes the prompts inside; the cache is sized from the same padded
+                # batch (single-turn prompts: the formatter of the item, as comlrl formats it).
+                # Other prompts (multi-turn, never used here) decode eagerly.
+                prompts = [self.formatters[agent_idx](item) for item in batch_items]
+                prompt_tokens = self.tokenizers[agent_idx](prompts, padding=True, truncation=True).input_ids
+                kwargs.update(
+                    self.decoding[agent_idx].generate_kwargs(
+                        "rollout", len(batch_items) * num_return_sequences, max(map(len, prompt_tokens)), max_new_tokens
+                    )
                 )
-            )
         with self.autocast(next(unwrap_model(agent).parameters()).device):
             output = super()._generate_completions(
                 agent,
