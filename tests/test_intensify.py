@@ -188,10 +188,9 @@ def test_the_gate_says_the_baseline_stands_when_the_race_kept_it():
 
 def test_a_study_with_room_races_the_plan_as_set():
     p = plan(RaceSpec(), search_epochs=20 * 12, run_epochs=12, available=6, baseline=True)
-    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (3, True, 5, None)
+    assert (p.challengers, p.select, p.confirm_seeds, p.fitted) == (4, True, 5, None)
     share = RaceSpec().max_share
-    # The selection's budget: what the share leaves after the confirmation, at most 4 contenders x max_seeds 4.
-    assert p.budget == min(int(240 * share / (1 - share) / 12) - 10, 4 * 4) == 14 and p.share <= share
+    assert p.budget == min(int(240 * share / (1 - share) / 12) - 10, 5 * 8) == 14 and p.share <= share
     # The ceiling: the selection's 14, the confirmation's 2 x 5, a second look's 2 x 5, a fallback on all 10 seeds.
     assert p.ceiling == 14 + 10 + 10 + 10 and f"at most {p.ceiling} runs ({p.ceiling * 12} trial-epochs)" in p.line()
 

@@ -263,11 +263,8 @@ def test_race_cuts_dominated_configs_on_paired_seeds_and_confirms_a_clear_winner
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in first) == [(i, s) for i in range(4) for s in (1, 2)]
     assert summary["selection"]["rounds"][0]["cut"] == ["baseline", "trial_mid", "trial_bad"]
     confirm = asked[-1]
-    # The confirmation's seeds follow the selection's (1..max_seeds, default 4): race.confirm_seeds (default 5) more.
-    first_confirm = RaceSpec().max_seeds + 1
-    assert (
-        {r[SEED_KEY] for r in confirm} == set(range(first_confirm, first_confirm + RaceSpec().confirm_seeds)) == {5, 6, 7, 8, 9}
-    )
+    # The confirmation's seeds follow the selection's max_seeds (1..8): race.confirm_seeds (default 5) more.
+    assert {r[SEED_KEY] for r in confirm} == set(range(9, 9 + RaceSpec().confirm_seeds)) == {9, 10, 11, 12, 13}
     assert {r[CONTENDER_KEY] for r in confirm} == {0, 1}
     assert summary["gate"]["recommend"] and summary["recommended"]["which"] == "winner"
     assert summary["winner"]["search_trial"] == "trial_good"
@@ -285,8 +282,7 @@ def test_a_winner_ahead_on_the_mean_but_not_shown_better_gets_a_second_look(tiny
         "trial_mid": lambda s: 0.1,
         "trial_bad": lambda s: 0.0,
     }
-    # max_seeds 8: the selection takes seeds 1-8, so the confirmation starts at 9.
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, confirm_seeds=6, second_look_seeds=4, max_seeds=8)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, confirm_seeds=6, second_look_seeds=4)
     assert {r[SEED_KEY] for r in asked[-2]} == set(range(9, 15))
     assert {r[SEED_KEY] for r in asked[-1]} == set(range(15, 19)) and {r[CONTENDER_KEY] for r in asked[-1]} == {0, 1}
     assert summary["gate"]["look"] == 2 and summary["seeds"]["confirmation"] == list(range(9, 19))
@@ -327,7 +323,7 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
         "trial_mid": lambda s: 0.5,
         "trial_bad": lambda s: 0.4,
     }
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, confirm_seeds=6, max_seeds=8)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, confirm_seeds=6)
     fallback = asked[-1]
     assert sorted((r[CONTENDER_KEY], r[SEED_KEY]) for r in fallback) == [(2, s) for s in range(9, 15)]  # no baseline runs
     assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good"]
@@ -346,7 +342,7 @@ def test_a_winner_refused_for_its_collapses_hands_over_to_the_search_next_config
 def test_the_fallback_stops_after_race_fallbacks_configs_and_the_baseline_stands(tiny_study, tmp_path, monkeypatch):
     collapsing = lambda s: 0.0 if s >= 9 else 0.6  # noqa: E731  (learns on the selection's seeds, collapses after)
     table = {"baseline": lambda s: 0.2, "trial_good": collapsing, "trial_mid": collapsing, "trial_bad": collapsing}
-    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, fallbacks=2, confirm_seeds=6, max_seeds=8)
+    summary, asked = fake_race(tiny_study, tmp_path, monkeypatch, table, top_k=1, fallbacks=2, confirm_seeds=6)
     assert [f["search_trial"] for f in summary["fallbacks"]] == ["trial_good", "trial_mid"]  # race.fallbacks: 2
     assert summary["winner"]["search_trial"] == "trial_bad" and not summary["gate"]["recommend"]
     assert summary["recommended"]["which"] == "baseline"

@@ -213,11 +213,8 @@ class RaceSpec(Strict):
         description="Race the search's top configs against the baseline on fresh seeds, and gate the winner, "
         "before recommending a config.",
     )
-    # top_k 3 and max_seeds 4 were chosen on the simulator (bench/simulate.py, smoke table, study seeds
-    # 0-299): against 4 and 8 they ship a better config (mean ratio to the table's best 0.69 vs 0.65)
-    # at about the same trial-epochs; docs/search-quality.md has the comparison.
     top_k: int = Field(
-        3,
+        4,
         ge=1,
         description="Challengers (the search's best configs by search/objective) that race the baseline; "
         "fewer when the budget (max_share) cannot give each min_seeds seeds.",
@@ -228,9 +225,9 @@ class RaceSpec(Strict):
         description="Paired seeds every contender runs before any can be cut (the first round); no cut on one seed.",
     )
     max_seeds: int = Field(
-        4,
+        8,
         ge=2,
-        description="Most seeds a contender runs in the selection; rounds double the seeds (2, 4, ...) up to this.",
+        description="Most seeds a contender runs in the selection; rounds double the seeds (2, 4, 8) up to this.",
     )
     cut_level: float = Field(
         0.1,
