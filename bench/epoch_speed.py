@@ -15,9 +15,12 @@ and updates, `run_epoch`), the eval (`evaluate`) and the checkpoint (`save`), ea
   train.decode_dtype gives on this CPU).
 
 Rollouts are the time in generate() and comlrl's bookkeeping around it; tokens/s counts answer
-tokens (trainer.generated_tokens). A decode step is a rollout generate() call over its steps
-(prefill included). Its floor is measured in the same run: the larger of the decoding weights'
-bytes over the read bandwidth (summing a tensor of the model's float32 size) and the step's
+tokens (trainer.generated_tokens). A decode step is one token for every row of a rollout call:
+the decoder's forward of one position and the sampling after it, timed from one forward to the
+next (the last to the call's end). The prefill (the prompts' forward and the first token) is timed
+apart, per call: it grows with the prompts, not with the answer. (Until 2026-12-07 late the step
+was the whole call over its steps, prefill included.) The step's floor is measured in the same run:
+the larger of the decoding weights' bytes over the read bandwidth (summing a tensor of the model's float32 size) and the step's
 FLOPs (2 x parameters x rows) over a 2048^2 matmul's rate in the decoding dtype.
 
 Then the window (train.rollout_buffer_size) at 1, 2, 5 and 10 prompts, shipped path, on 10
@@ -72,7 +75,7 @@ def child_epoch(args: argparse.Namespace) -> dict:
     trainer = trial.trainer
     trainer.batched_rollouts = args.path != "per-prompt"
     seconds = {"rollouts": 0.0, "update": 0.0}
-    decode = {"seconds": 0.0, "steps": 0, "rows": 0, "calls": 0}
+    decode = {"seconds": 0.0, "steps": 0, "rows": 0, "calls": 0, "prefill_s": 0.0, "step_s": 0.0, "timed_steps": 0}
     phase = {"name": "rollouts"}
 
     def timed(name, method):
@@ -90,18 +93,34 @@ def child_epoch(args: argparse.Namespace) -> dict:
     trainer._update_from_samples = timed("update", trainer._update_from_samples)
     generate = GenerationMixin.generate
 
+    forwards: list[float] = []  # start times of the decoder's forwards inside the current generate()
+
     def timed_generate(model, *a, **kw):
+        forwards.clear()
         start = time.perf_counter()
         out = generate(model, *a, **kw)
         if phase["name"] == "rollouts":
+            end = time.perf_counter()
             sequences = getattr(out, "sequences", out)
-            decode["seconds"] += time.perf_counter() - start
+            decode["seconds"] += end - start
+            if len(forwards) >= 2:  # the prefill's forward, then one per further token
+                decode["prefill_s"] += forwards[1] - start
+                decode["step_s"] += end - forwards[1]
+                decode["timed_steps"] += len(forwards) - 1
             decode["steps"] += sequences.shape[1] - kw["input_ids"].shape[1]
             decode["rows"] = max(decode["rows"], sequences.shape[0])
             decode["calls"] += 1
         return out
 
     GenerationMixin.generate = timed_generate
+    # A decode step is one token for every row: the forward of one position and the sampling after it.
+    # generate() first runs the prompts' prefill, whose cost grows with the prompt, not with the answer;
+    # so a step is timed from one decoder forward to the next (the last to generate's end), and the
+    # prefill, up to the second forward, apart.
+    for agent_idx in range(len(trainer.agents)):
+        trainer.decoding[agent_idx].decoder().register_forward_pre_hook(
+            lambda module, args: forwards.append(time.perf_counter()) if phase["name"] == "rollouts" else None
+        )
     tokens_before = trainer.generated_tokens
     start = time.perf_counter()
     trainer.run_epoch()
@@ -129,8 +148,11 @@ def child_epoch(args: argparse.Namespace) -> dict:
         "eval_s": eval_s,
         "checkpoint_s": checkpoint_s,
         "tokens": tokens,
-        "decode_s": decode["seconds"],
+        "decode_s": decode["seconds"],  # whole generate() calls: prefill and steps
         "decode_steps": decode["steps"],
+        "prefill_s": decode["prefill_s"],
+        "step_s": decode["step_s"],  # the steps after the prefill's
+        "timed_steps": decode["timed_steps"],
         "rows": decode["rows"],
         "calls": decode["calls"],
         "parameters": params,
@@ -257,19 +279,20 @@ def main() -> None:
           f"bfloat16 {floor['flops']['bfloat16'] / 1e9:.0f} GFLOP/s; read {floor['bandwidth'] / 1e9:.1f} GB/s")  # fmt: skip
     print()
     print("| path | epoch s | rollouts s | update s | eval s | checkpoint s | other s | rollout tokens/s "
-          "| decode ms a step (rows, dtype) | step floor ms | peak RSS MB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| prefill ms a call | decode ms a step (rows, dtype) | step floor ms | peak RSS MB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     figures = {}
     for path in PATHS:
         first = runs[path][0]
         rate = median(runs[path], "tokens") / median(runs[path], "rollouts_s")
-        step = median(runs[path], "decode_s") / first["decode_steps"]
+        step = median(runs[path], "step_s") / first["timed_steps"]
+        prefill = median(runs[path], "prefill_s") / first["calls"]
         figures[path] = (median(runs[path], "epoch_s"), rate, step, step_floor(first, floor))
         print(f"| {path} | {figures[path][0]:.1f} | {median(runs[path], 'rollouts_s'):.1f} | "
               f"{median(runs[path], 'update_s'):.1f} | {median(runs[path], 'eval_s'):.1f} | "
               f"{median(runs[path], 'checkpoint_s'):.1f} | {median(runs[path], 'other_s'):.1f} | {rate:.0f} | "
-              f"{1e3 * step:.0f} ({first['rows']}, {first['decode_dtype']}) | {1e3 * figures[path][3]:.0f} | "
-              f"{median(runs[path], 'peak_rss_mb'):.0f} |", flush=True)  # fmt: skip
+              f"{1e3 * prefill:.0f} | {1e3 * step:.0f} ({first['rows']}, {first['decode_dtype']}) | "
+              f"{1e3 * figures[path][3]:.0f} | {median(runs[path], 'peak_rss_mb'):.0f} |", flush=True)  # fmt: skip
 
     windows = [int(w) for w in args.windows.split(",") if w]
     if windows:
