@@ -1,6 +1,7 @@
 """One generate() call per update window draws what one call per prompt draws.
 
-The window's prompts are left-padded into one call (rollouts.generate_batched); comlrl's own path
+The window's prompts are left-padded into one call (rollouts.generate_batched, which draws each
+token among the top-k candidates: training/sampling.py); comlrl's own path
 (TrialMAGRPOTrainer._generate_completions without a prefetched window) calls generate() once per
 prompt. Greedy decoding must give the same tokens row for row; sampled answers must come from the
 same distribution (a chi-square test on answer lengths and first tokens, per prompt, over 2,400
@@ -15,6 +16,7 @@ from scipy.stats import chi2_contingency
 
 from ratiotune.core.study import validate_study
 from ratiotune.training.rollouts import generate_batched
+from ratiotune.training.sampling import candidate_sampling
 from ratiotune.training.trainable import Trial
 
 # Prompts of four lengths (11 to 42 characters with the character tokenizer), so the batched call pads.
@@ -106,6 +108,9 @@ def test_sampled_rollouts_have_one_distribution_batched_or_one_prompt_at_a_time(
     # 30 rounds x 2 agents x 5 prompts x 8 answers = 2,400 answers a way, at fixed (initial) weights.
     # Agent 0 and 1 have different weights; pooling them keeps their mix the same on both sides.
     trial = window_trial(tiny_study, tmp_path, temperature=1.0, top_p=1.0)
+    # The batched side draws through CandidateSampler (HF's default top-k of 50 applies), the
+    # per-prompt side through HF's own sampler: this also holds the one against the other.
+    assert candidate_sampling(trial.trainer.decoding[0].decoder(), 1.0, 1.0, None) is not None
     single = answer_counts(draw(trial, 30, batched=False, seed=1))
     batched = answer_counts(draw(trial, 30, batched=True, seed=2))
     assert sum(single[0].values()) == sum(batched[0].values()) == 2400

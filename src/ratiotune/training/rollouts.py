@@ -17,6 +17,7 @@ from comlrl.utils.reward_utils import resolve_reward_range
 from comlrl.utils.tokenizer_utils import apply_tokenizer_specials
 
 from ratiotune.tasks import Sample, call_reward
+from ratiotune.training.sampling import candidate_sampling
 
 
 class RecordingReward:
@@ -88,14 +89,20 @@ def generate_batched(trainer: MAGRPOTrainer, agent_idx: int, items: list[Any]) -
     finally:
         tokenizer.padding_side = side
     width = batch.input_ids.shape[1]
-    sampling = {"do_sample": True, "temperature": trainer.args.temperature, "top_p": trainer.args.top_p, "num_beams": 1}
-    if getattr(trainer.args, "top_k", None) is not None:
-        sampling["top_k"] = trainer.args.top_k
+    # comlrl's sampling settings (top_k only when set), drawn among the top-k candidates (sampling.py)
+    # where that applies: then each prompt's rows are repeated here, as generate() would repeat them.
+    top_k = getattr(trainer.args, "top_k", None)
+    sampling = candidate_sampling(model, trainer.args.temperature, trainer.args.top_p, top_k)
+    if sampling is None:
+        sampling = {"do_sample": True, "temperature": trainer.args.temperature, "top_p": trainer.args.top_p, "num_beams": 1,
+                    "num_return_sequences": gens, **({"top_k": top_k} if top_k is not None else {})}  # fmt: skip
+        input_ids, attention_mask = batch.input_ids, batch.attention_mask
+    else:
+        input_ids, attention_mask = batch.input_ids.repeat_interleave(gens, 0), batch.attention_mask.repeat_interleave(gens, 0)
     with torch.inference_mode(), trainer.autocast(device):
         sequences = model.generate(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask, max_new_tokens=max_new,
-            num_return_sequences=gens, return_dict_in_generate=True, **sampling,
-            **decoding.generate_kwargs("rollout", len(items) * gens, width, max_new),
+            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new, return_dict_in_generate=True,
+            **sampling, **decoding.generate_kwargs("rollout", len(items) * gens, width, max_new),
         ).sequences  # fmt: skip
     completions = sequences[:, width:]
     eos = model.generation_config.eos_token_id
