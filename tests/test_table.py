@@ -132,4 +132,8 @@ def test_landscape_answers_from_the_runs_file(tmp_path, capsys):
     assert "lr 0.001: 0.800 [0.800, 0.800] | 0 of 4 | 20.0 / 45.0 (1.50)" in out
     assert "lr 0.01: 0.000 [0.000, 0.000] | 4 of 4" in out and "collapsed 4 of 12" in out
     assert "lr 0.001: agent 1 40.0 -> 20.0; agent 2 45.0" in out
+    # Selection by measurement on a table without noise: the best mean is always a best config (2 of 6
+    # configs, both at lr 1e-3); 2 seeds a config is all the file has, so k = 4 and 8 are left out.
+    assert "6 configs x 2 seeds (24 trial-epochs): >= 85% of best in 100%, mean ratio 1.00" in out
+    assert "configs within 85% of the best: 2 of 6" in out and "x 4 seeds" not in out
     assert landscape.main([str(tmp_path / "absent_runs.jsonl")]) == 2

@@ -3,12 +3,14 @@
 A sampled generate() step (transformers 5.24, GenerationMixin._sample) runs the temperature, top-k
 and top-p warpers over the whole vocabulary, then torch.multinomial over it: top-p sorts all 49,152
 of SmolLM2's tokens although top-k has already kept 50, and multinomial draws an exponential for
-every one of them. On this CPU that is ~14 ms of a ~96 ms decode step at 8 rows, one thread.
+every one of them: 21 ms a step at 8 rows on this CPU, one thread, against 3.3 ms here (measured
+side by side on 2026-12-07; SmolLM2's whole decode step is now ~62 ms, docs/gpus-and-clusters.md).
 
 CandidateSampler takes the same steps on the top-k candidates alone, draws the token there, and
 hands generate() scores in which only that token is finite, so a greedy generate() (do_sample
 False) emits it. The distribution is HF's: same warpers, same order, same tie rule at the k-th
-value; tests/test_batched_rollouts.py holds the two samplers' answers against each other.
+value. tests/test_sampling.py holds its probabilities to HF's warpers row by row, and
+tests/test_batched_rollouts.py the two samplers' whole answers against each other.
 
 `candidate_sampling` builds the generate() arguments for it from the settings HF would sample
 with, or returns None where it does not apply (no top-k, or a warper it does not implement): the
@@ -78,6 +80,7 @@ def candidate_sampling(model: Any, temperature: float | None, top_p: float | Non
     asked = {"do_sample": True, "temperature": temperature, "top_p": top_p, "num_beams": 1}
     if top_k is not None:
         asked["top_k"] = top_k
+    # HF's own merge (a private method; transformers is pinned): e.g. top_k unset means its default of 50.
     config, _ = model._prepare_generation_config(None, **asked)
     if not config.top_k or other_warpers(config):
         return None
