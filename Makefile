@@ -28,7 +28,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The suite (~27 minutes on 2 cores: pytest 1523 s, 350 tests, on a fresh clone, 2026-12-07). The full-size model needs ~16 GB of RAM and runs on its own
+# The suite (~24 minutes on 2 cores: pytest 1439 s, 357 tests, on a fresh clone, 2026-12-07). The full-size model needs ~16 GB of RAM and runs on its own
 # (test-full-size, ~5 minutes); CI runs both.
 test: install
 	$(BIN)/python -m pytest -q -m "not full_size"
